@@ -1,0 +1,66 @@
+// Command oncetrace serves the trace viewer and its APIs, and audits,
+// imports and exports traces. Configuration is read here, from flags and
+// environment variables, and passed down as plain values.
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+// version is stamped by `make build` with -ldflags -X.
+var version = "dev"
+
+const usage = `oncetrace — an execution-trace viewer that makes duplicate side effects visible
+
+Usage:
+  oncetrace serve   [flags]   serve the UI, the ingest and read APIs
+  oncetrace audit   [flags]   print the audit's findings; exit 1 on any critical one
+  oncetrace import  [flags]   load NDJSON events into a database
+  oncetrace export  [flags]   write a database's events as NDJSON
+  oncetrace version
+
+Run "oncetrace <command> -h" for a command's flags.
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	args := os.Args[2:]
+	var err error
+	switch os.Args[1] {
+	case "serve":
+		err = runServe(args)
+	case "audit":
+		var critical bool
+		critical, err = runAudit(args, os.Stdout)
+		if err == nil && critical {
+			os.Exit(1)
+		}
+	case "import":
+		err = runImport(args, os.Stdin, os.Stdout)
+	case "export":
+		err = runExport(args, os.Stdout)
+	case "version":
+		fmt.Println(version)
+	case "-h", "--help", "help":
+		fmt.Print(usage)
+	default:
+		fmt.Fprintf(os.Stderr, "oncetrace: unknown command %q\n\n%s", os.Args[1], usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "oncetrace:", err)
+		os.Exit(2)
+	}
+}
+
+// envOr returns the environment variable's value, or def when it is unset.
+func envOr(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,153 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/oncetrace/oncetrace/ingest"
+	"github.com/oncetrace/oncetrace/store"
+)
+
+// runImport loads NDJSON events into a database through the same ingest
+// path as the server, so ids, dedupe and merge rules are the same.
+func runImport(args []string, stdin io.Reader, out io.Writer) error {
+	fs := flag.NewFlagSet("import", flag.ContinueOnError)
+	dbPath := fs.String("db", envOr("ONCETRACE_DB", "oncetrace.db"), "database file to load into (env ONCETRACE_DB)")
+	in := fs.String("in", "-", "NDJSON file to read, - for standard input")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	r := stdin
+	if *in != "-" {
+		f, err := os.Open(*in)
+		if err != nil {
+			return fmt.Errorf("import: %w", err)
+		}
+		defer f.Close()
+		r = f
+	}
+	ctx := context.Background()
+	db, err := store.Open(ctx, *dbPath, store.SyncNormal)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	writer := ingest.NewWriter(db, ingest.DefaultWriterConfig)
+	defer writer.Close()
+
+	var total ingest.Result
+	rejected, line := 0, 0
+	chunk := make([]byte, 0, 1<<20)
+	flush := func(firstLine int) error {
+		if len(chunk) == 0 {
+			return nil
+		}
+		batch, err := ingest.Decode(chunk, ingest.FormatNDJSON, storedImportLimits)
+		if err != nil {
+			return fmt.Errorf("import: %w", err)
+		}
+		for _, rj := range batch.Rejected {
+			fmt.Fprintf(os.Stderr, "import: line %d: %s\n", firstLine+rj.Index, rj.Error)
+		}
+		rejected += len(batch.Rejected)
+		res, err := writer.Write(ctx, batch.Events)
+		if err != nil {
+			return fmt.Errorf("import: %w", err)
+		}
+		total.Accepted += res.Accepted
+		total.Duplicates += res.Duplicates
+		chunk = chunk[:0]
+		return nil
+	}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	first, inChunk := 1, 0
+	for sc.Scan() {
+		line++
+		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+			continue
+		}
+		if inChunk == 0 {
+			first = line
+		}
+		chunk = append(append(chunk, sc.Bytes()...), '\n')
+		inChunk++
+		if inChunk == 1000 {
+			if err := flush(first); err != nil {
+				return err
+			}
+			inChunk = 0
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("import: line %d: %w", line+1, err)
+	}
+	if err := flush(first); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "imported %d events, %d duplicates, %d rejected\n", total.Accepted, total.Duplicates, rejected)
+	if rejected > 0 {
+		return fmt.Errorf("import: %d events rejected", rejected)
+	}
+	return nil
+}
+
+// storedImportLimits: an export may hold events accepted under larger
+// limits than today's defaults; only the request-shaped limits apply.
+var storedImportLimits = func() ingest.Limits {
+	l := ingest.DefaultLimits
+	l.Events = 1000
+	l.BodyBytes = 1 << 62
+	return l
+}()
+
+// runExport writes every stored event, in commit order, one a line, exactly
+// as stored: importing the output into an empty database and exporting it
+// again gives the same bytes.
+func runExport(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("export", flag.ContinueOnError)
+	dbPath := fs.String("db", envOr("ONCETRACE_DB", "oncetrace.db"), "database file to read (env ONCETRACE_DB)")
+	outPath := fs.String("out", "-", "file to write, - for standard output")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if _, err := os.Stat(*dbPath); err != nil {
+		return fmt.Errorf("export: %w", err)
+	}
+	w := stdout
+	if *outPath != "-" {
+		f, err := os.Create(*outPath)
+		if err != nil {
+			return fmt.Errorf("export: %w", err)
+		}
+		defer f.Close()
+		w = f
+	}
+	ctx := context.Background()
+	db, err := store.Open(ctx, *dbPath, store.SyncNormal)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	bw := bufio.NewWriter(w)
+	err = db.ExportEvents(ctx, func(_ int64, body []byte) error {
+		bw.Write(body)
+		return bw.WriteByte('\n')
+	})
+	if err != nil {
+		return err
+	}
+	return bw.Flush()
+}

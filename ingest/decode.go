@@ -1,0 +1,188 @@
+package ingest
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/oncetrace/oncetrace/trace"
+)
+
+// RequestError is a problem with a request as a whole: nothing of it is
+// stored. Status is the HTTP status it maps to.
+type RequestError struct {
+	Status int
+	Msg    string // names the field or header and the limit
+}
+
+func (e *RequestError) Error() string { return e.Msg }
+
+func requestError(status int, format string, args ...any) *RequestError {
+	return &RequestError{Status: status, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Rejection is one event refused by its index in the request.
+type Rejection struct {
+	Index int    `json:"index"`
+	Error string `json:"error"`
+}
+
+// Batch is a decoded request: the valid events, and the rejected ones by index.
+type Batch struct {
+	Events   []trace.Event
+	Rejected []Rejection
+}
+
+// Format is a request body's wire format.
+type Format int
+
+const (
+	FormatJSON   Format = iota // one event, {"events":[...]}, or [...]
+	FormatNDJSON               // one event a line
+)
+
+// FormatOf maps a Content-Type header to a format; an empty type is JSON.
+func FormatOf(contentType string) (Format, error) {
+	if contentType == "" {
+		return FormatJSON, nil
+	}
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return 0, requestError(http.StatusUnsupportedMediaType, "Content-Type: cannot parse %q", contentType)
+	}
+	switch mt {
+	case "application/json":
+		return FormatJSON, nil
+	case "application/x-ndjson", "application/ndjson", "application/jsonl":
+		return FormatNDJSON, nil
+	}
+	return 0, requestError(http.StatusUnsupportedMediaType, "Content-Type: %s is not supported; send application/json or application/x-ndjson", mt)
+}
+
+// ReadBody reads a request body, undoing Content-Encoding, and refuses more
+// than limit bytes after decompression so that a small gzip bomb cannot
+// exhaust memory.
+func ReadBody(body io.Reader, contentEncoding string, limit int64) ([]byte, error) {
+	switch strings.ToLower(strings.TrimSpace(contentEncoding)) {
+	case "", "identity":
+	case "gzip", "x-gzip":
+		zr, err := gzip.NewReader(body)
+		if err != nil {
+			return nil, gzipError(err)
+		}
+		defer zr.Close()
+		body = zr
+	default:
+		return nil, requestError(http.StatusUnsupportedMediaType, "Content-Encoding: %s is not supported; send gzip or identity", contentEncoding)
+	}
+	data, err := io.ReadAll(io.LimitReader(body, limit+1))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, requestError(http.StatusRequestEntityTooLarge, "body: larger than the limit of %d bytes", tooLarge.Limit)
+		}
+		if contentEncoding != "" {
+			return nil, gzipError(err)
+		}
+		return nil, requestError(http.StatusBadRequest, "body: %v", err)
+	}
+	if int64(len(data)) > limit {
+		return nil, requestError(http.StatusRequestEntityTooLarge, "body: larger than the limit of %d bytes", limit)
+	}
+	return data, nil
+}
+
+func gzipError(err error) error {
+	return requestError(http.StatusBadRequest, "body: Content-Encoding is gzip but the body is not valid gzip: %v", err)
+}
+
+// Decode splits a body into events and validates each one. A body that is
+// not parseable at all is a RequestError; an invalid event is a Rejection.
+func Decode(data []byte, format Format, lim Limits) (Batch, error) {
+	raws, err := split(data, format, lim)
+	if err != nil {
+		return Batch{}, err
+	}
+	b := Batch{Events: make([]trace.Event, 0, len(raws))}
+	for i, raw := range raws {
+		ev, err := ParseEvent(raw, lim)
+		if err != nil {
+			b.Rejected = append(b.Rejected, Rejection{Index: i, Error: err.Error()})
+			continue
+		}
+		b.Events = append(b.Events, ev)
+	}
+	return b, nil
+}
+
+func split(data []byte, format Format, lim Limits) ([]json.RawMessage, error) {
+	if format == FormatNDJSON {
+		var raws []json.RawMessage
+		sc := bufio.NewScanner(bytes.NewReader(data))
+		sc.Buffer(nil, len(data)+1)
+		for sc.Scan() {
+			line := bytes.TrimSpace(sc.Bytes())
+			if len(line) == 0 {
+				continue
+			}
+			if len(raws) == lim.Events {
+				return nil, tooManyEvents(lim)
+			}
+			raws = append(raws, json.RawMessage(line))
+		}
+		if len(raws) == 0 {
+			return nil, requestError(http.StatusBadRequest, "body: no events")
+		}
+		return raws, nil
+	}
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 {
+		return nil, requestError(http.StatusBadRequest, "body: empty; send one event, {\"events\":[...]}, or NDJSON")
+	}
+	var raws []json.RawMessage
+	switch data[0] {
+	case '[':
+		if err := json.Unmarshal(data, &raws); err != nil {
+			return nil, invalidJSON(err)
+		}
+	case '{':
+		var envelope struct {
+			Events json.RawMessage `json:"events"`
+			Type   json.RawMessage `json:"type"`
+		}
+		if err := json.Unmarshal(data, &envelope); err != nil {
+			return nil, invalidJSON(err)
+		}
+		if envelope.Events == nil || envelope.Type != nil {
+			raws = []json.RawMessage{data}
+			break
+		}
+		if err := json.Unmarshal(envelope.Events, &raws); err != nil {
+			return nil, requestError(http.StatusBadRequest, "events: must be an array of event objects")
+		}
+	default:
+		return nil, requestError(http.StatusBadRequest, "body: must be a JSON object, an array, or NDJSON with Content-Type application/x-ndjson")
+	}
+	if len(raws) > lim.Events {
+		return nil, tooManyEvents(lim)
+	}
+	if len(raws) == 0 {
+		return nil, requestError(http.StatusBadRequest, "events: empty; send at least one event")
+	}
+	return raws, nil
+}
+
+func tooManyEvents(lim Limits) error {
+	return requestError(http.StatusRequestEntityTooLarge, "events: more than the limit of %d events in one request", lim.Events)
+}
+
+func invalidJSON(err error) error {
+	return requestError(http.StatusBadRequest, "body: invalid JSON: %v", err)
+}

@@ -1,0 +1,365 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/oncetrace/oncetrace/store"
+	"github.com/oncetrace/oncetrace/trace"
+)
+
+// ErrOverloaded means the writer's queue stayed full for the whole wait:
+// the client should retry later (HTTP 503 with Retry-After).
+var ErrOverloaded = errors.New("ingest: writer queue full")
+
+// ErrClosed means the writer has stopped accepting requests.
+var ErrClosed = errors.New("ingest: writer closed")
+
+// WriterConfig tunes the writer.
+type WriterConfig struct {
+	// Analysis thresholds for the audit run after each commit.
+	Analysis trace.Config
+	// GroupCommit commits every request waiting in the queue in one
+	// transaction. Off, each request gets its own (for comparison).
+	GroupCommit bool
+	// MaxGroupEvents bounds the events of one group commit.
+	MaxGroupEvents int
+	// QueueLength is how many requests may wait for the writer.
+	QueueLength int
+	// QueueWait is how long a request waits for room in a full queue
+	// before it is refused with ErrOverloaded.
+	QueueWait time.Duration
+	// OnCommit, if set, is called after each commit with the events it
+	// stored, in sequence order. It must not block.
+	OnCommit func([]Committed)
+	// Now is the clock for received_at; time.Now when nil.
+	Now func() time.Time
+}
+
+// DefaultWriterConfig is what serve uses unless told otherwise.
+var DefaultWriterConfig = WriterConfig{
+	Analysis:       trace.DefaultConfig,
+	GroupCommit:    true,
+	MaxGroupEvents: 20000,
+	QueueLength:    4096,
+	QueueWait:      5 * time.Second,
+}
+
+// Committed is one event as stored: its sequence number and the event.
+type Committed struct {
+	Seq   int64
+	Event trace.Event
+}
+
+// Result is what a request's events did.
+type Result struct {
+	Accepted   int // newly stored
+	Duplicates int // already stored, changed nothing
+}
+
+type request struct {
+	events []trace.Event
+	done   chan requestDone
+}
+
+type requestDone struct {
+	result Result
+	err    error
+}
+
+// Writer is the single writer of the store. Requests from any number of
+// goroutines queue up; the writer commits all those waiting in one
+// transaction (group commit) and answers each only after the commit.
+type Writer struct {
+	db     *store.DB
+	cfg    WriterConfig
+	queue  chan *request
+	mu     sync.RWMutex // guards closed against sends on a closed queue
+	closed bool
+	done   chan struct{}
+}
+
+// NewWriter starts the writer goroutine; Close stops it.
+func NewWriter(db *store.DB, cfg WriterConfig) *Writer {
+	if cfg.MaxGroupEvents <= 0 {
+		cfg.MaxGroupEvents = DefaultWriterConfig.MaxGroupEvents
+	}
+	if cfg.QueueLength <= 0 {
+		cfg.QueueLength = DefaultWriterConfig.QueueLength
+	}
+	if cfg.QueueWait <= 0 {
+		cfg.QueueWait = DefaultWriterConfig.QueueWait
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	w := &Writer{db: db, cfg: cfg, queue: make(chan *request, cfg.QueueLength), done: make(chan struct{})}
+	go w.run()
+	return w
+}
+
+// Write stores events and returns once they are committed.
+func (w *Writer) Write(ctx context.Context, events []trace.Event) (Result, error) {
+	if len(events) == 0 {
+		return Result{}, nil
+	}
+	req := &request{events: events, done: make(chan requestDone, 1)}
+	if err := w.enqueue(ctx, req); err != nil {
+		return Result{}, err
+	}
+	// Once queued the request will be committed or failed; wait for that
+	// even if the client has gone, so the answer matches the store.
+	d := <-req.done
+	return d.result, d.err
+}
+
+func (w *Writer) enqueue(ctx context.Context, req *request) error {
+	w.mu.RLock()
+	defer w.mu.RUnlock()
+	if w.closed {
+		return ErrClosed
+	}
+	select {
+	case w.queue <- req:
+		return nil
+	default:
+	}
+	timer := time.NewTimer(w.cfg.QueueWait)
+	defer timer.Stop()
+	select {
+	case w.queue <- req:
+		return nil
+	case <-timer.C:
+		return ErrOverloaded
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close stops accepting requests, commits those already queued, and waits
+// for the writer to finish.
+func (w *Writer) Close() {
+	w.mu.Lock()
+	if !w.closed {
+		w.closed = true
+		close(w.queue)
+	}
+	w.mu.Unlock()
+	<-w.done
+}
+
+func (w *Writer) run() {
+	defer close(w.done)
+	for first := range w.queue {
+		group := []*request{first}
+		n := len(first.events)
+	gather:
+		for w.cfg.GroupCommit && n < w.cfg.MaxGroupEvents {
+			select {
+			case req, ok := <-w.queue:
+				if !ok {
+					break gather
+				}
+				group = append(group, req)
+				n += len(req.events)
+			default:
+				break gather
+			}
+		}
+		w.commit(group)
+	}
+}
+
+// commit stores a group of requests in one transaction, each inside its own
+// savepoint, then materialises and re-analyses what they touched.
+func (w *Writer) commit(group []*request) {
+	results := make([]requestDone, len(group))
+	var committed []Committed
+	received := w.cfg.Now()
+	err := w.db.Update(context.Background(), func(tx *store.Tx) error {
+		committed = committed[:0]
+		touched := map[string]trace.Event{} // entity -> one of its new events
+		for i, req := range group {
+			results[i] = requestDone{}
+			reqTouched, reqCommitted, res, err := insertRequest(tx, req.events, received)
+			if err != nil {
+				results[i].err = err
+				continue
+			}
+			results[i].result = res
+			for k, v := range reqTouched {
+				touched[k] = v
+			}
+			committed = append(committed, reqCommitted...)
+		}
+		if len(touched) == 0 {
+			return nil
+		}
+		return materialise(tx, touched, w.cfg.Analysis)
+	})
+	for i, req := range group {
+		if err != nil {
+			results[i] = requestDone{err: err}
+		}
+		req.done <- results[i]
+	}
+	if err == nil && w.cfg.OnCommit != nil && len(committed) > 0 {
+		w.cfg.OnCommit(committed)
+	}
+}
+
+func insertRequest(tx *store.Tx, events []trace.Event, received time.Time) (map[string]trace.Event, []Committed, Result, error) {
+	var res Result
+	touched := map[string]trace.Event{}
+	var committed []Committed
+	if err := tx.Savepoint(); err != nil {
+		return nil, nil, res, err
+	}
+	for _, ev := range events {
+		seq, inserted, err := tx.InsertEvent(ev, received)
+		if err != nil {
+			if rbErr := tx.RollbackTo(); rbErr != nil {
+				return nil, nil, res, errors.Join(err, rbErr)
+			}
+			return nil, nil, Result{}, err
+		}
+		if !inserted {
+			res.Duplicates++
+			continue
+		}
+		res.Accepted++
+		touched[ev.Entity()] = ev
+		committed = append(committed, Committed{Seq: seq, Event: ev})
+	}
+	return touched, committed, res, tx.Release()
+}
+
+// storedLimits re-reads the raw log: what was accepted once is read back
+// whatever the limits are today.
+var storedLimits = Limits{BodyBytes: math.MaxInt64, Events: math.MaxInt, IDBytes: math.MaxInt, JSONBytes: math.MaxInt,
+	TextBytes: math.MaxInt, Labels: math.MaxInt, LabelBytes: math.MaxInt, AttemptNumber: math.MaxInt}
+
+// materialise refolds every touched entity from all of its stored events,
+// so the result never depends on arrival order, then re-audits every
+// execution whose findings the change can affect.
+func materialise(tx *store.Tx, touched map[string]trace.Event, cfg trace.Config) error {
+	executions := map[string]bool{}
+	keys := map[string]bool{}
+	var effectRefs []trace.EffectRef
+	var steps []store.StepRef
+	var newlyFed []string
+	checkedProviders := map[string]bool{}
+
+	entities := make([]string, 0, len(touched))
+	for e := range touched {
+		entities = append(entities, e)
+	}
+	sort.Strings(entities) // a fixed order keeps lock and write patterns stable
+	for _, entity := range entities {
+		bodies, err := tx.EntityBodies(entity)
+		if err != nil {
+			return err
+		}
+		events := make([]trace.Event, 0, len(bodies))
+		for _, b := range bodies {
+			ev, err := ParseEvent(b, storedLimits)
+			if err != nil {
+				return fmt.Errorf("ingest: stored event of %q no longer parses: %w", entity, err)
+			}
+			events = append(events, ev)
+		}
+		switch touched[entity].Type {
+		case trace.EventExecution:
+			x := trace.FoldExecution(events)
+			if err := tx.PutExecution(x); err != nil {
+				return err
+			}
+			executions[x.ID] = true
+		case trace.EventAttempt:
+			a := trace.FoldAttempt(events)
+			if err := tx.EnsureExecution(a.ExecutionID); err != nil {
+				return err
+			}
+			if err := tx.PutAttempt(a); err != nil {
+				return err
+			}
+			executions[a.ExecutionID] = true
+			steps = append(steps, store.StepRef{ExecutionID: a.ExecutionID, StepID: a.StepID})
+			if a.IdempotencyKey != "" {
+				keys[a.IdempotencyKey] = true
+			}
+		case trace.EventEffect:
+			f := trace.FoldEffect(events)
+			if !checkedProviders[f.Provider] {
+				checkedProviders[f.Provider] = true
+				fed, err := tx.HasEffects(f.Provider)
+				if err != nil {
+					return err
+				}
+				if !fed {
+					newlyFed = append(newlyFed, f.Provider)
+				}
+			}
+			if f.ExecutionID != "" {
+				if err := tx.EnsureExecution(f.ExecutionID); err != nil {
+					return err
+				}
+				executions[f.ExecutionID] = true
+			}
+			if err := tx.PutEffect(f); err != nil {
+				return err
+			}
+			effectRefs = append(effectRefs, trace.EffectRef{Provider: f.Provider, ID: f.ID})
+			if f.IdempotencyKey != "" {
+				keys[f.IdempotencyKey] = true
+			}
+		}
+	}
+
+	keyList := setList(keys)
+	orphanExecutions, err := tx.RecheckOrphans(effectRefs, keyList, steps)
+	if err != nil {
+		return err
+	}
+	keyExecutions, err := tx.ExecutionsWithKeys(keyList)
+	if err != nil {
+		return err
+	}
+	providerExecutions, err := tx.ExecutionsWritingTo(newlyFed)
+	if err != nil {
+		return err
+	}
+	for _, list := range [][]string{orphanExecutions, keyExecutions, providerExecutions} {
+		for _, id := range list {
+			executions[id] = true
+		}
+	}
+	fed, err := tx.FedProviders()
+	if err != nil {
+		return err
+	}
+	for _, id := range setList(executions) {
+		run, err := tx.LoadRun(id, fed)
+		if err != nil {
+			return err
+		}
+		if err := tx.SaveAnalysis(run, trace.AuditRun(run, cfg), trace.EffectStates(run), run.Counts()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func setList(set map[string]bool) []string {
+	out := make([]string, 0, len(set))
+	for k := range set {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,130 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"net/url"
+	"runtime"
+	"sort"
+	"strings"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// ErrNotFound is returned when a requested row does not exist.
+var ErrNotFound = errors.New("not found")
+
+// Sync is SQLite's synchronous setting in WAL mode.
+type Sync string
+
+const (
+	// SyncNormal survives a crash of the process; a power loss may lose the
+	// last transactions.
+	SyncNormal Sync = "normal"
+	// SyncFull also survives a power loss, at the cost of an fsync a commit.
+	SyncFull Sync = "full"
+)
+
+// DB is oncetrace's database: one writer connection, a pool of readers.
+type DB struct {
+	Path  string
+	write *sql.DB
+	read  *sql.DB
+}
+
+// Open opens (creating if needed) the database file at path and applies
+// pending migrations.
+func Open(ctx context.Context, path string, sync Sync) (*DB, error) {
+	if sync == "" {
+		sync = SyncNormal
+	}
+	if sync != SyncNormal && sync != SyncFull {
+		return nil, fmt.Errorf("store: sync must be normal or full, not %q", sync)
+	}
+	// Pragmas go in the DSN so that every pooled connection gets them;
+	// busy_timeout first, so the others wait rather than fail.
+	pragmas := []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(" + strings.ToUpper(string(sync)) + ")", "foreign_keys(1)"}
+	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?_pragma=" + url.QueryEscape(pragmas[0])
+	for _, p := range pragmas[1:] {
+		dsn += "&_pragma=" + url.QueryEscape(p)
+	}
+	// The writer begins IMMEDIATE so that a transaction never has to
+	// upgrade its lock half way.
+	write, err := sql.Open("sqlite", dsn+"&_txlock=immediate")
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	write.SetMaxOpenConns(1)
+	write.SetMaxIdleConns(1)
+	write.SetConnMaxLifetime(0)
+	read, err := sql.Open("sqlite", dsn+"&_pragma=query_only(1)")
+	if err != nil {
+		write.Close()
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	n := max(4, runtime.NumCPU())
+	read.SetMaxOpenConns(n)
+	read.SetMaxIdleConns(n)
+	db := &DB{Path: path, write: write, read: read}
+	if err := db.migrate(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// Close closes both pools.
+func (db *DB) Close() error {
+	return errors.Join(db.read.Close(), db.write.Close())
+}
+
+// migrate applies the embedded migrations not yet recorded, in order, one
+// transaction each.
+func (db *DB) migrate(ctx context.Context) error {
+	if _, err := db.write.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL DEFAULT (datetime('now')))`); err != nil {
+		return fmt.Errorf("store: create migrations table: %w", err)
+	}
+	names, err := migrations.ReadDir("migrations")
+	if err != nil {
+		return fmt.Errorf("store: read migrations: %w", err)
+	}
+	sort.Slice(names, func(i, j int) bool { return names[i].Name() < names[j].Name() })
+	for _, entry := range names {
+		if err := db.applyMigration(ctx, entry.Name()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (db *DB) applyMigration(ctx context.Context, name string) error {
+	tx, err := db.write.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: migration %s: %w", name, err)
+	}
+	defer tx.Rollback()
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM migrations WHERE name = ?`, name).Scan(&n); err != nil {
+		return fmt.Errorf("store: migration %s: %w", name, err)
+	}
+	if n > 0 {
+		return nil
+	}
+	body, err := migrations.ReadFile("migrations/" + name)
+	if err != nil {
+		return fmt.Errorf("store: migration %s: %w", name, err)
+	}
+	if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+		return fmt.Errorf("store: migration %s: %w", name, err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO migrations (name) VALUES (?)`, name); err != nil {
+		return fmt.Errorf("store: migration %s: %w", name, err)
+	}
+	return tx.Commit()
+}

@@ -1,0 +1,345 @@
+package store
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/oncetrace/oncetrace/trace"
+)
+
+// ExecutionSummary is one row of the executions list.
+type ExecutionSummary struct {
+	trace.Execution
+	trace.Counts
+	Findings         int `json:"findings"`
+	CriticalFindings int `json:"critical_findings"`
+}
+
+// ExecutionFilter selects executions. Zero values select everything.
+type ExecutionFilter struct {
+	Status      trace.Status
+	Name        string
+	HasFindings *bool
+	Q           string    // an execution id (or its prefix), a step id, or an idempotency key
+	From, To    time.Time // start time range, inclusive
+	Cursor      string    // from a previous page's Next
+	Limit       int
+}
+
+// MaxPageSize bounds every list.
+const MaxPageSize = 1000
+
+// ErrBadCursor means a cursor did not come from this server.
+var ErrBadCursor = fmt.Errorf("cursor: not a cursor this server issued")
+
+// ListExecutions returns executions newest first, and the cursor of the
+// next page ("" on the last one).
+func (db *DB) ListExecutions(ctx context.Context, f ExecutionFilter) ([]ExecutionSummary, string, error) {
+	limit := pageSize(f.Limit)
+	var where []string
+	var args []any
+	if f.Status != "" {
+		where, args = append(where, "status = ?"), append(args, string(f.Status))
+	}
+	if f.Name != "" {
+		where, args = append(where, "name = ?"), append(args, f.Name)
+	}
+	if f.HasFindings != nil {
+		if *f.HasFindings {
+			where = append(where, "findings > 0")
+		} else {
+			where = append(where, "findings = 0")
+		}
+	}
+	if f.Q != "" {
+		where = append(where, `(execution_id = ? OR execution_id LIKE ? ESCAPE '\' OR idempotency_key = ?
+			OR execution_id IN (SELECT execution_id FROM steps WHERE step_id = ?)
+			OR execution_id IN (SELECT execution_id FROM attempts WHERE idempotency_key = ?))`)
+		args = append(args, f.Q, likePrefix(f.Q), f.Q, f.Q, f.Q)
+	}
+	if !f.From.IsZero() {
+		where, args = append(where, "sort_at >= ?"), append(args, f.From.UnixNano())
+	}
+	if !f.To.IsZero() {
+		where, args = append(where, "sort_at <= ?"), append(args, f.To.UnixNano())
+	}
+	if f.Cursor != "" {
+		at, id, err := decodeCursor(f.Cursor)
+		if err != nil {
+			return nil, "", err
+		}
+		where = append(where, "(sort_at < ? OR (sort_at = ? AND execution_id < ?))")
+		args = append(args, at, at, id)
+	}
+	query := `SELECT ` + executionColumns + `, sort_at, steps, attempts, retries, dedupes, replays, effects, findings, critical_findings
+		FROM executions`
+	if len(where) > 0 {
+		query += " WHERE " + strings.Join(where, " AND ")
+	}
+	query += " ORDER BY sort_at DESC, execution_id DESC LIMIT ?"
+	args = append(args, limit+1)
+	rows, err := db.read.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("store: list executions: %w", err)
+	}
+	defer rows.Close()
+	var out []ExecutionSummary
+	var sortAts []int64
+	for rows.Next() {
+		var s ExecutionSummary
+		var sortAt int64
+		x, err := scanExecution(rows, &sortAt, &s.Steps, &s.Attempts, &s.Retries, &s.Dedupes, &s.Replays, &s.Effects, &s.Findings, &s.CriticalFindings)
+		if err != nil {
+			return nil, "", fmt.Errorf("store: list executions: %w", err)
+		}
+		s.Execution = x
+		out = append(out, s)
+		sortAts = append(sortAts, sortAt)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", fmt.Errorf("store: list executions: %w", err)
+	}
+	next := ""
+	if len(out) > limit {
+		out = out[:limit]
+		next = encodeCursor(sortAts[limit-1], out[limit-1].ID)
+	}
+	return out, next, nil
+}
+
+func pageSize(n int) int {
+	if n <= 0 {
+		return 50
+	}
+	return min(n, MaxPageSize)
+}
+
+func likePrefix(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+	return r.Replace(s) + "%"
+}
+
+// Cursors are opaque to clients: base64 of the last row's sort key.
+func encodeCursor(at int64, id string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(at, 10) + "\x00" + id))
+}
+
+func decodeCursor(c string) (int64, string, error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return 0, "", ErrBadCursor
+	}
+	at, id, ok := strings.Cut(string(b), "\x00")
+	n, err := strconv.ParseInt(at, 10, 64)
+	if !ok || err != nil {
+		return 0, "", ErrBadCursor
+	}
+	return n, id, nil
+}
+
+// Run loads one execution with everything the audit and the views need.
+func (db *DB) Run(ctx context.Context, id string) (trace.Run, error) {
+	fed, err := fedProviders(ctx, db.read)
+	if err != nil {
+		return trace.Run{}, err
+	}
+	return loadRun(ctx, db.read, id, fed)
+}
+
+// FindingFilter selects findings.
+type FindingFilter struct {
+	ExecutionID string
+	Rule        trace.Rule
+	Severity    trace.Severity
+	Limit       int
+}
+
+// Findings returns stored findings, critical first.
+func (db *DB) Findings(ctx context.Context, f FindingFilter) ([]trace.Finding, error) {
+	var where []string
+	var args []any
+	if f.ExecutionID != "" {
+		where, args = append(where, "execution_id = ?"), append(args, f.ExecutionID)
+	}
+	if f.Rule != "" {
+		where, args = append(where, "rule = ?"), append(args, string(f.Rule))
+	}
+	if f.Severity != "" {
+		where, args = append(where, "severity = ?"), append(args, string(f.Severity))
+	}
+	query := `SELECT body FROM findings`
+	if len(where) > 0 {
+		query += " WHERE " + strings.Join(where, " AND ")
+	}
+	query += ` ORDER BY severity = 'critical' DESC, execution_id, step_id, rule, idempotency_key, effect_provider, effect_id`
+	if f.Limit > 0 {
+		query += " LIMIT " + strconv.Itoa(f.Limit)
+	}
+	rows, err := db.read.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: findings: %w", err)
+	}
+	defer rows.Close()
+	out := []trace.Finding{}
+	for rows.Next() {
+		var body []byte
+		if err := rows.Scan(&body); err != nil {
+			return nil, fmt.Errorf("store: findings: %w", err)
+		}
+		var fd trace.Finding
+		if err := json.Unmarshal(body, &fd); err != nil {
+			return nil, fmt.Errorf("store: findings: %w", err)
+		}
+		out = append(out, fd)
+	}
+	return out, rows.Err()
+}
+
+// EffectRow is an effect with its match state.
+type EffectRow struct {
+	trace.Effect
+	State trace.MatchState `json:"state"`
+}
+
+// EffectFilter selects effects.
+type EffectFilter struct {
+	Provider    string
+	State       trace.MatchState
+	ExecutionID string
+	Key         string
+	Cursor      string
+	Limit       int
+}
+
+// Effects returns effects duplicates first, then orphans, then matched,
+// each group by provider and time, and the cursor of the next page.
+func (db *DB) Effects(ctx context.Context, f EffectFilter) ([]EffectRow, string, error) {
+	limit := pageSize(f.Limit)
+	var where []string
+	var args []any
+	if f.Provider != "" {
+		where, args = append(where, "provider = ?"), append(args, f.Provider)
+	}
+	if f.State != "" {
+		where, args = append(where, "state = ?"), append(args, string(f.State))
+	}
+	if f.ExecutionID != "" {
+		where, args = append(where, "execution_id = ?"), append(args, f.ExecutionID)
+	}
+	if f.Key != "" {
+		where, args = append(where, "idempotency_key = ?"), append(args, f.Key)
+	}
+	const rank = `(CASE state WHEN 'duplicate' THEN 0 WHEN 'orphan' THEN 1 ELSE 2 END)`
+	const order = rank + `, provider, coalesce(at, 0), effect_id`
+	if f.Cursor != "" {
+		key, err := decodeEffectCursor(f.Cursor)
+		if err != nil {
+			return nil, "", err
+		}
+		where = append(where, "("+order+") > (?, ?, ?, ?)")
+		args = append(args, key...)
+	}
+	query := `SELECT ` + effectColumns + `, state, ` + rank + ` FROM effects`
+	if len(where) > 0 {
+		query += " WHERE " + strings.Join(where, " AND ")
+	}
+	query += " ORDER BY " + order + " LIMIT ?"
+	args = append(args, limit+1)
+	rows, err := db.read.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("store: effects: %w", err)
+	}
+	defer rows.Close()
+	out := []EffectRow{}
+	var ranks []int
+	for rows.Next() {
+		var r EffectRow
+		var rk int
+		if r.Effect, err = scanEffect(rows, &r.State, &rk); err != nil {
+			return nil, "", fmt.Errorf("store: effects: %w", err)
+		}
+		out = append(out, r)
+		ranks = append(ranks, rk)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", fmt.Errorf("store: effects: %w", err)
+	}
+	next := ""
+	if len(out) > limit {
+		out = out[:limit]
+		last := out[limit-1]
+		at := int64(0)
+		if !last.At.IsZero() {
+			at = last.At.UnixNano()
+		}
+		next = encodeEffectCursor(ranks[limit-1], last.Provider, at, last.ID)
+	}
+	return out, next, nil
+}
+
+func encodeEffectCursor(rank int, provider string, at int64, id string) string {
+	b, _ := json.Marshal([]string{strconv.Itoa(rank), provider, strconv.FormatInt(at, 10), id})
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeEffectCursor(c string) ([]any, error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	var parts []string
+	if err == nil {
+		err = json.Unmarshal(b, &parts)
+	}
+	if err != nil || len(parts) != 4 {
+		return nil, ErrBadCursor
+	}
+	rank, err1 := strconv.Atoi(parts[0])
+	at, err2 := strconv.ParseInt(parts[2], 10, 64)
+	if err1 != nil || err2 != nil {
+		return nil, ErrBadCursor
+	}
+	return []any{rank, parts[1], at, parts[3]}, nil
+}
+
+// ExportEvents calls fn with every stored event body in sequence order.
+func (db *DB) ExportEvents(ctx context.Context, fn func(seq int64, body []byte) error) error {
+	rows, err := db.read.QueryContext(ctx, `SELECT seq, body FROM events ORDER BY seq`)
+	if err != nil {
+		return fmt.Errorf("store: export: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var seq int64
+		var body []byte
+		if err := rows.Scan(&seq, &body); err != nil {
+			return fmt.Errorf("store: export: %w", err)
+		}
+		if err := fn(seq, body); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// Ping checks that the database answers.
+func (db *DB) Ping(ctx context.Context) error {
+	var n int
+	return db.read.QueryRowContext(ctx, `SELECT 1`).Scan(&n)
+}
+
+// EffectStates returns the stored match state of each effect.
+func (db *DB) EffectStates(ctx context.Context, refs []trace.EffectRef) (map[trace.EffectRef]trace.MatchState, error) {
+	out := make(map[trace.EffectRef]trace.MatchState, len(refs))
+	for _, r := range refs {
+		var state trace.MatchState
+		err := db.read.QueryRowContext(ctx, `SELECT state FROM effects WHERE provider = ? AND effect_id = ?`, r.Provider, r.ID).Scan(&state)
+		if err != nil {
+			return nil, fmt.Errorf("store: effect state %s/%s: %w", r.Provider, r.ID, err)
+		}
+		out[r] = state
+	}
+	return out, nil
+}

@@ -1,0 +1,200 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/oncetrace/oncetrace/trace"
+)
+
+// querier is what both the reader pool and a write transaction offer.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+const executionColumns = `execution_id, name, status, started_at, ended_at, idempotency_key, labels, conflicts`
+
+func scanExecution(row interface{ Scan(...any) error }, extra ...any) (trace.Execution, error) {
+	var x trace.Execution
+	var started, ended sql.NullInt64
+	var labelText, conflictText string
+	dest := append([]any{&x.ID, &x.Name, &x.Status, &started, &ended, &x.IdempotencyKey, &labelText, &conflictText}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		return x, err
+	}
+	x.StartedAt, x.EndedAt = fromNanos(started), fromNanos(ended)
+	x.Labels, x.Conflicts = labels(labelText), conflicts(conflictText)
+	return x, nil
+}
+
+const attemptColumns = `execution_id, step_id, attempt, tool, effect, provider, outcome, deduplicated, idempotency_key,
+	worker, started_at, ended_at, args, result, error, conflicts`
+
+func scanAttempts(rows *sql.Rows) ([]trace.Attempt, error) {
+	defer rows.Close()
+	var out []trace.Attempt
+	for rows.Next() {
+		var a trace.Attempt
+		var started, ended sql.NullInt64
+		var dedup int
+		var args, result, conflictText string
+		if err := rows.Scan(&a.ExecutionID, &a.StepID, &a.Number, &a.Tool, &a.Effect, &a.Provider, &a.Outcome, &dedup,
+			&a.IdempotencyKey, &a.Worker, &started, &ended, &args, &result, &a.Error, &conflictText); err != nil {
+			return nil, err
+		}
+		a.Deduplicated = dedup == 1
+		a.StartedAt, a.EndedAt = fromNanos(started), fromNanos(ended)
+		a.Args, a.Result, a.Conflicts = rawJSON(args), rawJSON(result), conflicts(conflictText)
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+const effectColumns = `provider, effect_id, idempotency_key, execution_id, step_id, target, at, conflicts`
+
+func scanEffect(row interface{ Scan(...any) error }, extra ...any) (trace.Effect, error) {
+	var f trace.Effect
+	var at sql.NullInt64
+	var conflictText string
+	dest := append([]any{&f.Provider, &f.ID, &f.IdempotencyKey, &f.ExecutionID, &f.StepID, &f.Target, &at, &conflictText}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		return f, err
+	}
+	f.At, f.Conflicts = fromNanos(at), conflicts(conflictText)
+	return f, nil
+}
+
+func scanEffects(rows *sql.Rows) ([]trace.Effect, error) {
+	defer rows.Close()
+	var out []trace.Effect
+	for rows.Next() {
+		f, err := scanEffect(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	return out, rows.Err()
+}
+
+// loadRun reads everything the audit needs about one execution.
+func loadRun(ctx context.Context, q querier, id string, fed map[string]bool) (trace.Run, error) {
+	run := trace.Run{FedProviders: fed}
+	x, err := scanExecution(q.QueryRowContext(ctx, `SELECT `+executionColumns+` FROM executions WHERE execution_id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return run, ErrNotFound
+	}
+	if err != nil {
+		return run, fmt.Errorf("store: load execution %s: %w", id, err)
+	}
+	run.Execution = x
+	rows, err := q.QueryContext(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE execution_id = ? ORDER BY step_id, attempt`, id)
+	if err != nil {
+		return run, fmt.Errorf("store: load attempts of %s: %w", id, err)
+	}
+	attempts, err := scanAttempts(rows)
+	if err != nil {
+		return run, fmt.Errorf("store: load attempts of %s: %w", id, err)
+	}
+	run.Steps = groupSteps(attempts)
+
+	keys := attemptKeys(attempts)
+	in := placeholders(len(keys))
+	args := append([]any{id}, stringsAsAny(keys)...)
+	rows, err = q.QueryContext(ctx, `SELECT `+effectColumns+` FROM effects WHERE execution_id = ?
+		UNION SELECT `+effectColumns+` FROM effects WHERE idempotency_key IN (`+in+`) ORDER BY at, provider, effect_id`, args...)
+	if err != nil {
+		return run, fmt.Errorf("store: load effects of %s: %w", id, err)
+	}
+	if run.Effects, err = scanEffects(rows); err != nil {
+		return run, fmt.Errorf("store: load effects of %s: %w", id, err)
+	}
+	if len(keys) > 0 {
+		rows, err = q.QueryContext(ctx, `SELECT `+attemptColumns+` FROM attempts
+			WHERE idempotency_key IN (`+in+`) AND execution_id != ? ORDER BY execution_id, step_id, attempt`,
+			append(stringsAsAny(keys), id)...)
+		if err != nil {
+			return run, fmt.Errorf("store: load key peers of %s: %w", id, err)
+		}
+		if run.Peers, err = scanAttempts(rows); err != nil {
+			return run, fmt.Errorf("store: load key peers of %s: %w", id, err)
+		}
+	}
+	return run, nil
+}
+
+// groupSteps groups attempts (sorted by step, then number) into steps,
+// ordered by when each step first started. A step's tool, effect class and
+// provider come from its lowest-numbered attempt that names them.
+func groupSteps(attempts []trace.Attempt) []trace.Step {
+	var steps []trace.Step
+	for _, a := range attempts {
+		if len(steps) == 0 || steps[len(steps)-1].ID != a.StepID {
+			steps = append(steps, trace.Step{ExecutionID: a.ExecutionID, ID: a.StepID})
+		}
+		s := &steps[len(steps)-1]
+		if s.Tool == "" {
+			s.Tool = a.Tool
+		}
+		if s.Effect == "" {
+			s.Effect = a.Effect
+		}
+		if s.Provider == "" {
+			s.Provider = a.Provider
+		}
+		s.Attempts = append(s.Attempts, a)
+	}
+	sort.SliceStable(steps, func(i, j int) bool {
+		ti, tj := firstStart(steps[i]), firstStart(steps[j])
+		if !ti.Equal(tj) {
+			return ti.Before(tj)
+		}
+		return steps[i].ID < steps[j].ID
+	})
+	return steps
+}
+
+func firstStart(s trace.Step) (t time.Time) {
+	for _, a := range s.Attempts {
+		if !a.StartedAt.IsZero() && (t.IsZero() || a.StartedAt.Before(t)) {
+			t = a.StartedAt
+		}
+	}
+	return t
+}
+
+func attemptKeys(attempts []trace.Attempt) []string {
+	seen := map[string]bool{}
+	var keys []string
+	for _, a := range attempts {
+		if a.IdempotencyKey != "" && !seen[a.IdempotencyKey] {
+			seen[a.IdempotencyKey] = true
+			keys = append(keys, a.IdempotencyKey)
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// placeholders returns "?, ?, ?" for n arguments; for n = 0 it returns
+// "NULL", so that "x IN (NULL)" matches nothing.
+func placeholders(n int) string {
+	if n == 0 {
+		return "NULL"
+	}
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}
+
+func stringsAsAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}

@@ -1,0 +1,379 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/oncetrace/oncetrace/trace"
+)
+
+// Tx is one write transaction on the single writer connection. Its methods
+// are the building blocks of ingest's group commit.
+type Tx struct {
+	ctx   context.Context
+	tx    *sql.Tx
+	stmts map[string]*sql.Stmt
+}
+
+// Update runs fn in one write transaction and commits it when fn returns nil.
+func (db *DB) Update(ctx context.Context, fn func(*Tx) error) error {
+	tx, err := db.write.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: begin: %w", err)
+	}
+	defer tx.Rollback()
+	t := &Tx{ctx: ctx, tx: tx, stmts: map[string]*sql.Stmt{}}
+	defer func() {
+		for _, s := range t.stmts {
+			s.Close()
+		}
+	}()
+	if err := fn(t); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("store: commit: %w", err)
+	}
+	return nil
+}
+
+// stmt prepares a hot statement once per transaction.
+func (t *Tx) stmt(query string) (*sql.Stmt, error) {
+	if s, ok := t.stmts[query]; ok {
+		return s, nil
+	}
+	s, err := t.tx.PrepareContext(t.ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	t.stmts[query] = s
+	return s, nil
+}
+
+func (t *Tx) exec(query string, args ...any) error {
+	s, err := t.stmt(query)
+	if err != nil {
+		return err
+	}
+	_, err = s.ExecContext(t.ctx, args...)
+	return err
+}
+
+// Savepoint, Release and RollbackTo isolate one request inside a group
+// commit, so that a failing request does not take the others down.
+func (t *Tx) Savepoint() error { _, err := t.tx.ExecContext(t.ctx, `SAVEPOINT request`); return err }
+func (t *Tx) Release() error   { _, err := t.tx.ExecContext(t.ctx, `RELEASE request`); return err }
+func (t *Tx) RollbackTo() error {
+	_, err := t.tx.ExecContext(t.ctx, `ROLLBACK TO request; RELEASE request`)
+	return err
+}
+
+// InsertEvent appends an event to the raw log unless its id is already
+// there. It returns the event's sequence number when it was inserted.
+func (t *Tx) InsertEvent(ev trace.Event, received time.Time) (seq int64, inserted bool, err error) {
+	s, err := t.stmt(`INSERT INTO events (id, type, entity, execution_id, body, received_at) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (id) DO NOTHING RETURNING seq`)
+	if err != nil {
+		return 0, false, fmt.Errorf("store: insert event: %w", err)
+	}
+	err = s.QueryRowContext(t.ctx, ev.ID, string(ev.Type), ev.Entity(), ev.ExecutionID(), string(ev.Body), received.UnixNano()).Scan(&seq)
+	if err == sql.ErrNoRows {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("store: insert event %s: %w", ev.ID, err)
+	}
+	return seq, true, nil
+}
+
+// EntityBodies returns the stored bodies of every event of one entity.
+func (t *Tx) EntityBodies(entity string) ([][]byte, error) {
+	s, err := t.stmt(`SELECT body FROM events WHERE entity = ?`)
+	if err != nil {
+		return nil, fmt.Errorf("store: entity events: %w", err)
+	}
+	rows, err := s.QueryContext(t.ctx, entity)
+	if err != nil {
+		return nil, fmt.Errorf("store: entity events: %w", err)
+	}
+	defer rows.Close()
+	var out [][]byte
+	for rows.Next() {
+		var b []byte
+		if err := rows.Scan(&b); err != nil {
+			return nil, fmt.Errorf("store: entity events: %w", err)
+		}
+		out = append(out, b)
+	}
+	return out, rows.Err()
+}
+
+// PutExecution stores an execution's folded fields, creating it if needed.
+func (t *Tx) PutExecution(x trace.Execution) error {
+	err := t.exec(`INSERT INTO executions (execution_id, name, status, started_at, ended_at, idempotency_key, labels, conflicts)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (execution_id) DO UPDATE SET name = excluded.name, status = excluded.status,
+			started_at = excluded.started_at, ended_at = excluded.ended_at, idempotency_key = excluded.idempotency_key,
+			labels = excluded.labels, conflicts = excluded.conflicts`,
+		x.ID, x.Name, string(x.Status), nanos(x.StartedAt), nanos(x.EndedAt), x.IdempotencyKey, jsonText(x.Labels), jsonText(x.Conflicts))
+	if err != nil {
+		return fmt.Errorf("store: put execution %s: %w", x.ID, err)
+	}
+	return nil
+}
+
+// EnsureExecution creates an execution an attempt or effect named before
+// its own events arrived.
+func (t *Tx) EnsureExecution(id string) error {
+	if err := t.exec(`INSERT INTO executions (execution_id) VALUES (?) ON CONFLICT DO NOTHING`, id); err != nil {
+		return fmt.Errorf("store: ensure execution %s: %w", id, err)
+	}
+	return nil
+}
+
+// PutAttempt stores an attempt's folded fields.
+func (t *Tx) PutAttempt(a trace.Attempt) error {
+	err := t.exec(`INSERT OR REPLACE INTO attempts (`+attemptColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		a.ExecutionID, a.StepID, a.Number, a.Tool, string(a.Effect), a.Provider, string(a.Outcome), boolInt(a.Deduplicated),
+		a.IdempotencyKey, a.Worker, nanos(a.StartedAt), nanos(a.EndedAt), jsonText(a.Args), jsonText(a.Result), a.Error, jsonText(a.Conflicts))
+	if err != nil {
+		return fmt.Errorf("store: put attempt %s/%s/%d: %w", a.ExecutionID, a.StepID, a.Number, err)
+	}
+	return nil
+}
+
+// PutEffect stores an effect's folded fields, keeping its match state.
+func (t *Tx) PutEffect(f trace.Effect) error {
+	err := t.exec(`INSERT INTO effects (`+effectColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (provider, effect_id) DO UPDATE SET idempotency_key = excluded.idempotency_key,
+			execution_id = excluded.execution_id, step_id = excluded.step_id, target = excluded.target,
+			at = excluded.at, conflicts = excluded.conflicts`,
+		f.Provider, f.ID, f.IdempotencyKey, f.ExecutionID, f.StepID, f.Target, nanos(f.At), jsonText(f.Conflicts))
+	if err != nil {
+		return fmt.Errorf("store: put effect %s/%s: %w", f.Provider, f.ID, err)
+	}
+	return nil
+}
+
+// HasEffects reports whether a provider's outbox holds any effect.
+func (t *Tx) HasEffects(provider string) (bool, error) {
+	var n int
+	err := t.tx.QueryRowContext(t.ctx, `SELECT count(*) FROM (SELECT 1 FROM effects WHERE provider = ? LIMIT 1)`, provider).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("store: provider %s: %w", provider, err)
+	}
+	return n > 0, nil
+}
+
+// FedProviders returns the providers whose outbox holds any effect.
+func (t *Tx) FedProviders() (map[string]bool, error) { return fedProviders(t.ctx, t.tx) }
+
+func fedProviders(ctx context.Context, q querier) (map[string]bool, error) {
+	rows, err := q.QueryContext(ctx, `SELECT DISTINCT provider FROM effects`)
+	if err != nil {
+		return nil, fmt.Errorf("store: providers: %w", err)
+	}
+	defer rows.Close()
+	fed := map[string]bool{}
+	for rows.Next() {
+		var p string
+		if err := rows.Scan(&p); err != nil {
+			return nil, fmt.Errorf("store: providers: %w", err)
+		}
+		fed[p] = true
+	}
+	return fed, rows.Err()
+}
+
+// ExecutionsWithKeys returns the executions having an attempt that carries
+// one of the keys.
+func (t *Tx) ExecutionsWithKeys(keys []string) ([]string, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	return t.strings(`SELECT DISTINCT execution_id FROM attempts WHERE idempotency_key IN (`+placeholders(len(keys))+`)`, stringsAsAny(keys)...)
+}
+
+// ExecutionsWritingTo returns the executions with a write attempt naming
+// one of the providers.
+func (t *Tx) ExecutionsWritingTo(providers []string) ([]string, error) {
+	if len(providers) == 0 {
+		return nil, nil
+	}
+	return t.strings(`SELECT DISTINCT execution_id FROM attempts WHERE effect = 'write' AND provider IN (`+placeholders(len(providers))+`)`, stringsAsAny(providers)...)
+}
+
+func (t *Tx) strings(query string, args ...any) ([]string, error) {
+	rows, err := t.tx.QueryContext(t.ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return nil, fmt.Errorf("store: %w", err)
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+// StepRef names one step of one execution.
+type StepRef struct{ ExecutionID, StepID string }
+
+// RecheckOrphans decides again, for the effects named, the effects carrying
+// one of the keys and the effects naming one of the steps, whether any
+// attempt matches them, and keeps their orphan_effect findings in step. It
+// returns the executions those findings name, which must be re-counted.
+func (t *Tx) RecheckOrphans(effects []trace.EffectRef, keys []string, steps []StepRef) ([]string, error) {
+	candidates := map[trace.EffectRef]bool{}
+	for _, r := range effects {
+		candidates[r] = true
+	}
+	collect := func(query string, args ...any) error {
+		rows, err := t.tx.QueryContext(t.ctx, query, args...)
+		if err != nil {
+			return fmt.Errorf("store: orphan candidates: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var r trace.EffectRef
+			if err := rows.Scan(&r.Provider, &r.ID); err != nil {
+				return err
+			}
+			candidates[r] = true
+		}
+		return rows.Err()
+	}
+	if len(keys) > 0 {
+		if err := collect(`SELECT provider, effect_id FROM effects WHERE idempotency_key IN (`+placeholders(len(keys))+`)`, stringsAsAny(keys)...); err != nil {
+			return nil, err
+		}
+	}
+	for _, s := range steps {
+		if err := collect(`SELECT provider, effect_id FROM effects WHERE execution_id = ? AND step_id = ?`, s.ExecutionID, s.StepID); err != nil {
+			return nil, err
+		}
+	}
+	var touched []string
+	for r := range candidates {
+		f, err := scanEffect(t.tx.QueryRowContext(t.ctx, `SELECT `+effectColumns+` FROM effects WHERE provider = ? AND effect_id = ?`, r.Provider, r.ID))
+		if err != nil {
+			return nil, fmt.Errorf("store: recheck effect %s/%s: %w", r.Provider, r.ID, err)
+		}
+		var matched int
+		err = t.tx.QueryRowContext(t.ctx, `SELECT EXISTS (SELECT 1 FROM attempts WHERE ? != '' AND idempotency_key = ?)
+			OR EXISTS (SELECT 1 FROM attempts WHERE execution_id = ? AND step_id = ?)`,
+			f.IdempotencyKey, f.IdempotencyKey, f.ExecutionID, f.StepID).Scan(&matched)
+		if err != nil {
+			return nil, fmt.Errorf("store: recheck effect %s/%s: %w", r.Provider, r.ID, err)
+		}
+		if _, err := t.tx.ExecContext(t.ctx, `DELETE FROM findings WHERE source = 'effect' AND effect_provider = ? AND effect_id = ?`, r.Provider, r.ID); err != nil {
+			return nil, fmt.Errorf("store: recheck effect %s/%s: %w", r.Provider, r.ID, err)
+		}
+		state := trace.MatchMatched
+		if matched == 0 {
+			state = trace.MatchOrphan
+			if err := t.insertFinding("effect", trace.OrphanFinding(f)); err != nil {
+				return nil, err
+			}
+		}
+		// A matched effect may be a duplicate; the run analysis that follows
+		// refines it, so only leave orphan here.
+		if _, err := t.tx.ExecContext(t.ctx, `UPDATE effects SET state = ? WHERE provider = ? AND effect_id = ? AND (state = 'orphan' OR ? = 'orphan')`,
+			string(state), r.Provider, r.ID, string(state)); err != nil {
+			return nil, fmt.Errorf("store: recheck effect %s/%s: %w", r.Provider, r.ID, err)
+		}
+		if f.ExecutionID != "" {
+			touched = append(touched, f.ExecutionID)
+		}
+	}
+	return touched, nil
+}
+
+func (t *Tx) insertFinding(source string, f trace.Finding) error {
+	body, err := json.Marshal(f)
+	if err != nil {
+		return fmt.Errorf("store: finding: %w", err)
+	}
+	var ref trace.EffectRef
+	if source == "effect" && len(f.Effects) > 0 {
+		ref = f.Effects[0]
+	}
+	err = t.exec(`INSERT INTO findings (execution_id, source, rule, severity, step_id, idempotency_key, effect_provider, effect_id, body)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		f.ExecutionID, source, string(f.Rule), string(f.Severity), f.StepID, f.IdempotencyKey, ref.Provider, ref.ID, string(body))
+	if err != nil {
+		return fmt.Errorf("store: insert finding: %w", err)
+	}
+	return nil
+}
+
+// LoadRun reads one execution for analysis inside the transaction.
+func (t *Tx) LoadRun(id string, fed map[string]bool) (trace.Run, error) {
+	return loadRun(t.ctx, t.tx, id, fed)
+}
+
+// SaveAnalysis replaces what was derived about one execution: its findings,
+// its steps, its effects' match states and its counts.
+func (t *Tx) SaveAnalysis(run trace.Run, findings []trace.Finding, states map[trace.EffectRef]trace.MatchState, counts trace.Counts) error {
+	id := run.Execution.ID
+	if _, err := t.tx.ExecContext(t.ctx, `DELETE FROM findings WHERE execution_id = ? AND source = 'run'`, id); err != nil {
+		return fmt.Errorf("store: save analysis of %s: %w", id, err)
+	}
+	for _, f := range findings {
+		if err := t.insertFinding("run", f); err != nil {
+			return err
+		}
+	}
+	for _, s := range run.Steps {
+		if err := t.exec(`INSERT OR REPLACE INTO steps (execution_id, step_id, tool, effect, provider, attempts) VALUES (?, ?, ?, ?, ?, ?)`,
+			id, s.ID, s.Tool, string(s.Effect), s.Provider, len(s.Attempts)); err != nil {
+			return fmt.Errorf("store: save step %s/%s: %w", id, s.ID, err)
+		}
+	}
+	for ref, state := range states {
+		if err := t.exec(`UPDATE effects SET state = ? WHERE provider = ? AND effect_id = ?`, string(state), ref.Provider, ref.ID); err != nil {
+			return fmt.Errorf("store: save effect state: %w", err)
+		}
+	}
+	err := t.exec(`UPDATE executions SET sort_at = ?, steps = ?, attempts = ?, retries = ?, dedupes = ?, replays = ?, effects = ?,
+			findings = (SELECT count(*) FROM findings WHERE execution_id = ?),
+			critical_findings = (SELECT count(*) FROM findings WHERE execution_id = ? AND severity = 'critical')
+		WHERE execution_id = ?`,
+		sortTime(run), counts.Steps, counts.Attempts, counts.Retries, counts.Dedupes, counts.Replays, counts.Effects, id, id, id)
+	if err != nil {
+		return fmt.Errorf("store: save counts of %s: %w", id, err)
+	}
+	return nil
+}
+
+// sortTime orders executions newest first: the execution's own start, else
+// its earliest attempt or effect, so the order never depends on arrival.
+func sortTime(run trace.Run) int64 {
+	t := run.Execution.StartedAt
+	consider := func(c time.Time) {
+		if !c.IsZero() && (t.IsZero() || c.Before(t)) {
+			t = c
+		}
+	}
+	if t.IsZero() {
+		for _, s := range run.Steps {
+			for _, a := range s.Attempts {
+				consider(a.StartedAt)
+			}
+		}
+		for _, f := range run.Effects {
+			consider(f.At)
+		}
+	}
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}

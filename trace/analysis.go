@@ -1,0 +1,54 @@
+package trace
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// GapKind tells why nothing ran during a gap.
+type GapKind string
+
+const (
+	GapCrash GapKind = "crash" // the worker changed across it, or an attempt before it never finished
+	GapIdle  GapKind = "idle"
+)
+
+// Gap is an interval inside an execution where no attempt was running,
+// longer than the configured threshold.
+type Gap struct {
+	Start        time.Time `json:"start"`
+	End          time.Time `json:"end"`
+	Kind         GapKind   `json:"kind"`
+	WorkerBefore string    `json:"worker_before,omitempty"`
+	WorkerAfter  string    `json:"worker_after,omitempty"`
+}
+
+// Seconds is the gap's length.
+func (g Gap) Seconds() float64 { return g.End.Sub(g.Start).Seconds() }
+
+// MarshalJSON adds the length in seconds, which readers want without
+// parsing two timestamps.
+func (g Gap) MarshalJSON() ([]byte, error) {
+	type plain Gap
+	return json.Marshal(struct {
+		plain
+		Seconds float64 `json:"seconds"`
+	}{plain(g), g.Seconds()})
+}
+
+// MatchState says how an effect relates to the attempts of the executions.
+type MatchState string
+
+const (
+	MatchMatched   MatchState = "matched"   // caused by exactly one logical step's attempts
+	MatchDuplicate MatchState = "duplicate" // its logical step has more than one effect
+	MatchOrphan    MatchState = "orphan"    // no attempt of any execution matches it
+)
+
+// World is a whole database's worth of traces, for audits that see
+// everything at once (the CLI, tests).
+type World struct {
+	Executions []Execution
+	Steps      []Step // every step of every execution, attempts filled
+	Effects    []Effect
+}

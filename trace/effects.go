@@ -1,0 +1,105 @@
+package trace
+
+import (
+	"slices"
+	"sort"
+)
+
+// Ref identifies the effect.
+func (e Effect) Ref() EffectRef { return EffectRef{Provider: e.Provider, ID: e.ID} }
+
+// EffectMatchesAttempt reports whether the effect could have been caused by
+// the attempt: it arrived with the key the attempt sent, or it names the
+// attempt's execution and step. The attempt's ExecutionID and StepID must be
+// set (World.Runs sets them).
+func EffectMatchesAttempt(e Effect, a Attempt) bool {
+	if e.IdempotencyKey != "" && e.IdempotencyKey == a.IdempotencyKey {
+		return true
+	}
+	return e.ExecutionID != "" && e.StepID != "" && e.ExecutionID == a.ExecutionID && e.StepID == a.StepID
+}
+
+// StepEffects maps each step id to the effects of r.Effects that belong to
+// it, deduplicated by (provider, id) and sorted by time, then provider and
+// id. Steps without effects are absent.
+//
+// An effect belongs to the step whose attempts sent its key; an effect
+// without a key, or whose key no attempt of the run sent, belongs to the
+// step it names when it names this execution. The key wins because it is
+// what the receiving API saw; the names are only the caller's claim.
+func (r Run) StepEffects() map[string][]Effect {
+	keySteps := map[string][]string{} // key -> ids of the steps that sent it, in step order
+	steps := map[string]bool{}
+	for _, s := range r.Steps {
+		steps[s.ID] = true
+		for _, a := range s.Attempts {
+			k := a.IdempotencyKey
+			if k != "" && !slices.Contains(keySteps[k], s.ID) {
+				keySteps[k] = append(keySteps[k], s.ID)
+			}
+		}
+	}
+	namesRun := func(e Effect) bool { return e.ExecutionID != "" && e.ExecutionID == r.Execution.ID }
+
+	out := map[string][]Effect{}
+	seen := map[string]map[EffectRef]bool{}
+	for _, e := range r.Effects {
+		var stepID string
+		if ids := keySteps[e.IdempotencyKey]; e.IdempotencyKey != "" && len(ids) > 0 {
+			stepID = ids[0]
+			// When steps collide on a key, the step the effect names is the better guess.
+			if namesRun(e) && slices.Contains(ids, e.StepID) {
+				stepID = e.StepID
+			}
+		} else if namesRun(e) && steps[e.StepID] {
+			stepID = e.StepID
+		} else {
+			continue
+		}
+		if seen[stepID] == nil {
+			seen[stepID] = map[EffectRef]bool{}
+		}
+		if seen[stepID][e.Ref()] {
+			continue
+		}
+		seen[stepID][e.Ref()] = true
+		out[stepID] = append(out[stepID], e)
+	}
+	for _, es := range out {
+		sortEffects(es)
+	}
+	return out
+}
+
+// EffectStates says, for every effect of r.Effects that belongs to a step,
+// whether it is that step's only effect (matched) or one of several
+// (duplicate). Effects that belong to no step are absent: only the whole
+// world can tell whether they are orphans.
+func EffectStates(r Run) map[EffectRef]MatchState {
+	states := map[EffectRef]MatchState{}
+	for _, es := range r.StepEffects() {
+		state := MatchMatched
+		if len(es) > 1 {
+			state = MatchDuplicate
+		}
+		for _, e := range es {
+			states[e.Ref()] = state
+		}
+	}
+	return states
+}
+
+// sortEffects orders effects as the outbox happened: by time, then by
+// provider and id so that equal times still sort the same way every time.
+func sortEffects(es []Effect) {
+	sort.SliceStable(es, func(i, j int) bool {
+		a, b := es[i], es[j]
+		if !a.At.Equal(b.At) {
+			return a.At.Before(b.At)
+		}
+		if a.Provider != b.Provider {
+			return a.Provider < b.Provider
+		}
+		return a.ID < b.ID
+	})
+}

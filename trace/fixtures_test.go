@@ -1,0 +1,96 @@
+package trace
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// The builders below keep test tables short: times are seconds after t0,
+// and a negative end means the attempt never reported one.
+
+var t0 = time.Date(2026, 6, 30, 14, 2, 0, 0, time.UTC)
+
+func at(sec float64) time.Time { return t0.Add(time.Duration(sec * float64(time.Second))) }
+
+type attemptOpt func(*Attempt)
+
+func key(k string) attemptOpt      { return func(a *Attempt) { a.IdempotencyKey = k } }
+func worker(w string) attemptOpt   { return func(a *Attempt) { a.Worker = w } }
+func args(js string) attemptOpt    { return func(a *Attempt) { a.Args = json.RawMessage(js) } }
+func provider(p string) attemptOpt { return func(a *Attempt) { a.Provider = p } }
+func dedup(a *Attempt)             { a.Deduplicated = true }
+
+func try(n int, start, end float64, outcome Outcome, opts ...attemptOpt) Attempt {
+	a := Attempt{Number: n, StartedAt: at(start), Outcome: outcome}
+	if end >= 0 {
+		a.EndedAt = at(end)
+	}
+	for _, opt := range opts {
+		opt(&a)
+	}
+	return a
+}
+
+func step(id, tool string, class EffectClass, attempts ...Attempt) Step {
+	for i := range attempts {
+		attempts[i].ExecutionID, attempts[i].StepID = "exec_1", id
+	}
+	return Step{ExecutionID: "exec_1", ID: id, Tool: tool, Effect: class, Attempts: attempts}
+}
+
+// run is a completed execution exec_1 with the given steps.
+func run(steps ...Step) Run {
+	return Run{Execution: Execution{ID: "exec_1", Status: StatusCompleted}, Steps: steps}
+}
+
+func (r Run) with(effects ...Effect) Run {
+	r.Effects = append(r.Effects, effects...)
+	return r
+}
+
+func (r Run) fed(providers ...string) Run {
+	r.FedProviders = map[string]bool{}
+	for _, p := range providers {
+		r.FedProviders[p] = true
+	}
+	return r
+}
+
+// effect is a mail-api effect at sec; stepID, when set, names exec_1.
+func effect(id, key, stepID string, sec float64) Effect {
+	e := Effect{Provider: "mail-api", ID: id, IdempotencyKey: key, StepID: stepID, At: at(sec)}
+	if stepID != "" {
+		e.ExecutionID = "exec_1"
+	}
+	return e
+}
+
+func rules(fs []Finding) []Rule {
+	var out []Rule
+	for _, f := range fs {
+		out = append(out, f.Rule)
+	}
+	return out
+}
+
+// designExample is DESIGN.md's exec_01H8: step-4 timed out, and its retry
+// was answered by the mail API from its key store.
+func designExample() Run {
+	a1 := try(1, 11.2, 21.2, OutcomeTimeout, key("ik_a94a0b1d"), worker("pid-4121"), provider("mail-api"),
+		args(`{"subject":"Your June invoice","to":"jordan@acme.dev"}`))
+	a1.Tool, a1.Effect, a1.Error = "send_invoice_email", EffectWrite, "network timeout after 10s"
+	a2 := try(2, 21.3, 21.41, OutcomeOK, key("ik_a94a0b1d"), dedup,
+		args(`{"subject":"Your June invoice","to":"jordan@acme.dev"}`))
+	a2.Tool, a2.Effect = "send_invoice_email", EffectWrite
+	for _, a := range []*Attempt{&a1, &a2} {
+		a.ExecutionID, a.StepID = "exec_01H8", "step-4"
+	}
+	return Run{
+		Execution: Execution{ID: "exec_01H8", Name: "billing-agent", Status: StatusCompleted,
+			StartedAt: at(11.12), EndedAt: at(64), IdempotencyKey: "run_7f3a"},
+		Steps: []Step{{ExecutionID: "exec_01H8", ID: "step-4", Attempts: []Attempt{a1, a2}}},
+		Effects: []Effect{{Provider: "mail-api", ID: "msg_41bcc7", IdempotencyKey: "ik_a94a0b1d",
+			ExecutionID: "exec_01H8", StepID: "step-4", Target: "jordan@acme.dev", At: at(11.35)}},
+		FedProviders: map[string]bool{"mail-api": true},
+	}
+}

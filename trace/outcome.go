@@ -1,0 +1,24 @@
+package trace
+
+// Outcome is the attempt's outcome as sent or, when it has none, derived:
+// lost when the execution moved on without it, running otherwise.
+//
+// An attempt is lost when the execution is terminal or any attempt of the
+// run started after it: a run that went on cannot still be waiting for it,
+// and a new worker picking up the run always shows as a later start.
+func (r Run) Outcome(a Attempt) Outcome {
+	if a.Finished() {
+		return a.Outcome
+	}
+	if r.Execution.Status.Terminal() {
+		return OutcomeLost
+	}
+	for _, s := range r.Steps {
+		for _, b := range s.Attempts {
+			if b.StartedAt.After(a.StartedAt) {
+				return OutcomeLost
+			}
+		}
+	}
+	return OutcomeRunning
+}

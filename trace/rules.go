@@ -1,0 +1,489 @@
+package trace
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// AuditRun applies every rule of the audit to one execution, except
+// orphan_effect, which only the whole world can judge (see Audit).
+// Findings come sorted as SortFindings sorts them.
+func AuditRun(r Run, cfg Config) []Finding {
+	au := auditor{run: r, cfg: cfg.withDefaults(), effects: r.StepEffects()}
+	au.gaps = Gaps(r, au.cfg)
+	stepRules := []func(Step) (Finding, bool){
+		au.duplicateEffect,
+		au.reexecutedAfterCrash,
+		au.missingEffect,
+		au.unkeyedRetry,
+		au.unstableKey,
+		au.retryBeyondRetention,
+		au.unsafeRetried,
+	}
+	var fs []Finding
+	for _, s := range r.Steps {
+		for _, rule := range stepRules {
+			if f, ok := rule(s); ok {
+				fs = append(fs, f)
+			}
+		}
+	}
+	fs = append(fs, au.keyCollisions()...)
+	SortFindings(fs)
+	return fs
+}
+
+// OrphanFinding is the orphan_effect warning for an effect that matched no
+// attempt of any execution.
+func OrphanFinding(e Effect) Finding {
+	details := []string{"no key"}
+	if e.IdempotencyKey != "" {
+		details[0] = "key " + e.IdempotencyKey
+	}
+	if e.Target != "" {
+		details = append(details, "target "+e.Target)
+	}
+	if e.ExecutionID != "" || e.StepID != "" {
+		details = append(details, "named "+strings.TrimSpace(e.ExecutionID+" "+e.StepID))
+	}
+	return Finding{
+		Rule:           RuleOrphanEffect,
+		Severity:       Severities[RuleOrphanEffect],
+		ExecutionID:    e.ExecutionID,
+		StepID:         e.StepID,
+		Effects:        []EffectRef{e.Ref()},
+		IdempotencyKey: e.IdempotencyKey,
+		Message: fmt.Sprintf("%s %s matches no attempt of any execution (%s)",
+			e.Provider, e.ID, strings.Join(details, ", ")),
+	}
+}
+
+// CriticalCount counts the critical findings; an execution is clean when
+// it is zero.
+func CriticalCount(fs []Finding) int {
+	n := 0
+	for _, f := range fs {
+		if f.Severity == SeverityCritical {
+			n++
+		}
+	}
+	return n
+}
+
+// SortFindings orders findings critical first, then by rule, execution,
+// step, key and first effect, so that the same trace always reads the same.
+func SortFindings(fs []Finding) {
+	rank := func(s Severity) int {
+		switch s {
+		case SeverityCritical:
+			return 0
+		case SeverityWarning:
+			return 1
+		}
+		return 2
+	}
+	firstEffect := func(f Finding) EffectRef {
+		if len(f.Effects) == 0 {
+			return EffectRef{}
+		}
+		return f.Effects[0]
+	}
+	slices.SortStableFunc(fs, func(a, b Finding) int {
+		ea, eb := firstEffect(a), firstEffect(b)
+		return cmp.Or(
+			cmp.Compare(rank(a.Severity), rank(b.Severity)),
+			cmp.Compare(a.Rule, b.Rule),
+			cmp.Compare(a.ExecutionID, b.ExecutionID),
+			cmp.Compare(a.StepID, b.StepID),
+			cmp.Compare(a.IdempotencyKey, b.IdempotencyKey),
+			cmp.Compare(ea.Provider, eb.Provider),
+			cmp.Compare(ea.ID, eb.ID),
+		)
+	})
+}
+
+// auditor holds what several rules of one run's audit share, computed once.
+type auditor struct {
+	run     Run
+	cfg     Config
+	effects map[string][]Effect // StepEffects of the run
+	gaps    []Gap
+}
+
+func (au auditor) finding(rule Rule, s Step) Finding {
+	return Finding{Rule: rule, Severity: Severities[rule], ExecutionID: au.run.Execution.ID, StepID: s.ID}
+}
+
+// executed returns the attempts that invoked the tool: a replay answered
+// from the journal did not, so it is never a retry.
+func (au auditor) executed(s Step) []Attempt {
+	var out []Attempt
+	for _, a := range s.Attempts {
+		if au.run.Outcome(a) != OutcomeReplayed {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func (au auditor) duplicateEffect(s Step) (Finding, bool) {
+	es := au.effects[s.ID]
+	if len(es) < 2 {
+		return Finding{}, false
+	}
+	f := au.finding(RuleDuplicateEffect, s)
+	f.Attempts = numbers(s.Attempts)
+	f.Effects = refs(es)
+	f.IdempotencyKey = cmp.Or(stepKey(s), es[0].IdempotencyKey)
+	f.Message = fmt.Sprintf("%s caused %d effects for one logical step: %s", stepLabel(s), len(es), effectList(es))
+	green := len(s.Attempts) > 0
+	for _, a := range s.Attempts {
+		if o := au.run.Outcome(a); o != OutcomeOK && o != OutcomeReplayed {
+			green = false
+		}
+	}
+	if green {
+		f.Message += " — a green duplicate: every attempt looks successful"
+	}
+	return f, true
+}
+
+func (au auditor) reexecutedAfterCrash(s Step) (Finding, bool) {
+	if s.Class() != EffectWrite {
+		return Finding{}, false
+	}
+	for _, g := range au.gaps {
+		if g.Kind != GapCrash {
+			continue
+		}
+		var before, after []int
+		for _, a := range s.Attempts {
+			switch {
+			case a.StartedAt.IsZero():
+			case !a.StartedAt.After(g.Start):
+				before = append(before, a.Number)
+			case !a.StartedAt.Before(g.End) && au.run.Outcome(a) != OutcomeReplayed:
+				after = append(after, a.Number)
+			}
+		}
+		if len(before) == 0 || len(after) == 0 {
+			continue
+		}
+		why := "an attempt before it never finished"
+		if g.WorkerBefore != "" && g.WorkerAfter != "" && g.WorkerBefore != g.WorkerAfter {
+			why = "worker " + g.WorkerBefore + " → " + g.WorkerAfter
+		}
+		f := au.finding(RuleReexecutedAfterCrash, s)
+		f.Attempts = sortedInts(append(before, after...))
+		f.Effects = refs(au.effects[s.ID])
+		f.IdempotencyKey = stepKey(s)
+		f.Message = fmt.Sprintf("%s ran again after a %s crash gap (%s): %s before it, %s after it, not replayed from a recorded result",
+			stepLabel(s), humanDuration(g.End.Sub(g.Start)), why, attemptsPhrase(before), attemptsPhrase(after))
+		return f, true
+	}
+	return Finding{}, false
+}
+
+func (au auditor) missingEffect(s Step) (Finding, bool) {
+	provider := s.ProviderName()
+	if s.Class() != EffectWrite || provider == "" || !au.run.FedProviders[provider] ||
+		len(s.Attempts) == 0 || len(au.effects[s.ID]) > 0 {
+		return Finding{}, false
+	}
+	final := s.Attempts[0]
+	for _, a := range s.Attempts {
+		if a.Number > final.Number {
+			final = a
+		}
+	}
+	// A deduplicated answer is a stored response: its effect may predate
+	// the trace, so its absence proves nothing.
+	if au.run.Outcome(final) != OutcomeOK || final.Deduplicated {
+		return Finding{}, false
+	}
+	f := au.finding(RuleMissingEffect, s)
+	f.Attempts = []int{final.Number}
+	f.IdempotencyKey = final.IdempotencyKey
+	f.Message = fmt.Sprintf("%s ended ok at attempt %d, but %s's outbox, which is being fed, holds no effect for it",
+		stepLabel(s), final.Number, provider)
+	return f, true
+}
+
+func (au auditor) unkeyedRetry(s Step) (Finding, bool) {
+	if s.Class() != EffectWrite {
+		return Finding{}, false
+	}
+	tries := au.executed(s)
+	if len(tries) < 2 {
+		return Finding{}, false
+	}
+	var unkeyed []int
+	for _, a := range tries {
+		if a.IdempotencyKey == "" {
+			unkeyed = append(unkeyed, a.Number)
+		}
+	}
+	if len(unkeyed) == 0 {
+		return Finding{}, false
+	}
+	f := au.finding(RuleUnkeyedRetry, s)
+	f.Attempts = numbers(tries)
+	f.IdempotencyKey = stepKey(s)
+	f.Message = fmt.Sprintf("%s was attempted %d times and %s carried no idempotency key — the receiving API cannot tell a retry from a new request",
+		stepLabel(s), len(tries), attemptsPhrase(unkeyed))
+	return f, true
+}
+
+func (au auditor) unstableKey(s Step) (Finding, bool) {
+	var keys []string
+	byKey := map[string][]int{}
+	for _, a := range s.Attempts {
+		k := a.IdempotencyKey
+		if k == "" {
+			continue
+		}
+		if _, ok := byKey[k]; !ok {
+			keys = append(keys, k)
+		}
+		byKey[k] = append(byKey[k], a.Number)
+	}
+	if len(keys) < 2 {
+		return Finding{}, false
+	}
+	var parts []string
+	var carriers []int
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s (%s)", k, attemptsPhrase(byKey[k])))
+		carriers = append(carriers, byKey[k]...)
+	}
+	f := au.finding(RuleUnstableKey, s)
+	f.Attempts = sortedInts(carriers)
+	f.IdempotencyKey = keys[0]
+	f.Message = fmt.Sprintf("%s sent %d different idempotency keys across its attempts: %s — the key keyed the attempt, not the intent",
+		stepLabel(s), len(keys), strings.Join(parts, ", "))
+	return f, true
+}
+
+func (au auditor) retryBeyondRetention(s Step) (Finding, bool) {
+	var first time.Time
+	for _, a := range s.Attempts {
+		if !a.StartedAt.IsZero() && (first.IsZero() || a.StartedAt.Before(first)) {
+			first = a.StartedAt
+		}
+	}
+	var late []int
+	var latest time.Duration
+	for _, a := range au.executed(s) {
+		if a.StartedAt.IsZero() {
+			continue
+		}
+		if d := a.StartedAt.Sub(first); d > au.cfg.KeyRetention {
+			late = append(late, a.Number)
+			latest = max(latest, d)
+		}
+	}
+	if len(late) == 0 {
+		return Finding{}, false
+	}
+	f := au.finding(RuleRetryBeyondRetention, s)
+	f.Attempts = sortedInts(late)
+	f.IdempotencyKey = stepKey(s)
+	f.Message = fmt.Sprintf("%s was retried %s after its first attempt (%s), beyond the %s key retention — the receiving API may have forgotten the key",
+		stepLabel(s), humanDuration(latest), attemptsPhrase(late), humanDuration(au.cfg.KeyRetention))
+	return f, true
+}
+
+func (au auditor) unsafeRetried(s Step) (Finding, bool) {
+	if s.Class() != EffectUnsafe {
+		return Finding{}, false
+	}
+	tries := au.executed(s)
+	if len(tries) < 2 {
+		return Finding{}, false
+	}
+	f := au.finding(RuleUnsafeRetried, s)
+	f.Attempts = numbers(tries)
+	f.Effects = refs(au.effects[s.ID])
+	f.IdempotencyKey = stepKey(s)
+	f.Message = fmt.Sprintf("%s is unsafe to repeat but was attempted %d times (%s) — it should fail loudly and escalate instead",
+		stepLabel(s), len(tries), attemptsPhrase(numbers(tries)))
+	return f, true
+}
+
+// keyCollisions reports each key of the run that was sent, here or by a
+// peer execution, by different steps or with different arguments: a key
+// derived from the intent cannot do either.
+func (au auditor) keyCollisions() []Finding {
+	type carrier struct {
+		label  string // the step, as a message names it
+		stepID string
+		own    bool // an attempt of this run rather than a peer
+		number int
+		args   json.RawMessage
+	}
+	var keys []string
+	byKey := map[string][]carrier{}
+	for _, s := range au.run.Steps {
+		for _, a := range s.Attempts {
+			k := a.IdempotencyKey
+			if k == "" {
+				continue
+			}
+			if _, ok := byKey[k]; !ok {
+				keys = append(keys, k)
+			}
+			byKey[k] = append(byKey[k], carrier{stepLabel(s), s.ID, true, a.Number, a.Args})
+		}
+	}
+	for _, p := range au.run.Peers {
+		k := p.IdempotencyKey
+		if _, ok := byKey[k]; !ok || p.ExecutionID == au.run.Execution.ID {
+			continue // not a key of this run, or an attempt already counted above
+		}
+		label := strings.TrimSpace(p.ExecutionID + " " + p.StepID)
+		if p.Tool != "" {
+			label += " (" + p.Tool + ")"
+		}
+		byKey[k] = append(byKey[k], carrier{label, p.StepID, false, p.Number, p.Args})
+	}
+
+	var fs []Finding
+	for _, k := range keys {
+		cs := byKey[k]
+		stepsDiffer, argsDiffer := false, false
+		var args json.RawMessage
+		var labels []string
+		for _, c := range cs {
+			if c.stepID != cs[0].stepID {
+				stepsDiffer = true
+			}
+			// Empty args say nothing about the intent, so they conflict with nothing.
+			if len(c.args) > 0 {
+				if args == nil {
+					args = c.args
+				} else if !bytes.Equal(args, c.args) {
+					argsDiffer = true
+				}
+			}
+			if !slices.Contains(labels, c.label) {
+				labels = append(labels, c.label)
+			}
+		}
+		if !stepsDiffer && !argsDiffer {
+			continue
+		}
+		var reasons []string
+		if stepsDiffer {
+			reasons = append(reasons, "different step ids")
+		}
+		if argsDiffer {
+			reasons = append(reasons, "different args")
+		}
+		var attempts []int
+		for _, c := range cs {
+			if c.own && c.stepID == cs[0].stepID {
+				attempts = append(attempts, c.number)
+			}
+		}
+		f := Finding{
+			Rule:           RuleKeyCollision,
+			Severity:       Severities[RuleKeyCollision],
+			ExecutionID:    au.run.Execution.ID,
+			StepID:         cs[0].stepID,
+			Attempts:       sortedInts(attempts),
+			IdempotencyKey: k,
+			Message: fmt.Sprintf("idempotency key %s was sent by %s with %s — one key must name one intent",
+				k, joinAnd(labels), joinAnd(reasons)),
+		}
+		fs = append(fs, f)
+	}
+	return fs
+}
+
+// stepKey is the first key the step's attempts sent, the one findings cite.
+func stepKey(s Step) string {
+	for _, a := range s.Attempts {
+		if a.IdempotencyKey != "" {
+			return a.IdempotencyKey
+		}
+	}
+	return ""
+}
+
+// stepLabel names a step as messages do: "step-4 (send_invoice_email)".
+func stepLabel(s Step) string {
+	if tool := s.ToolName(); tool != "" {
+		return s.ID + " (" + tool + ")"
+	}
+	return s.ID
+}
+
+func numbers(as []Attempt) []int {
+	var ns []int
+	for _, a := range as {
+		ns = append(ns, a.Number)
+	}
+	return sortedInts(ns)
+}
+
+func sortedInts(ns []int) []int {
+	ns = slices.Clone(ns)
+	slices.Sort(ns)
+	return ns
+}
+
+func refs(es []Effect) []EffectRef {
+	var out []EffectRef
+	for _, e := range es {
+		out = append(out, e.Ref())
+	}
+	return out
+}
+
+// effectList names effects as "mail-api msg_41bcc7, mail-api msg_6a0799".
+func effectList(es []Effect) string {
+	var parts []string
+	for _, e := range es {
+		parts = append(parts, e.Provider+" "+e.ID)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// attemptsPhrase reads "attempt 1" or "attempts 1, 2".
+func attemptsPhrase(ns []int) string {
+	var parts []string
+	for _, n := range sortedInts(ns) {
+		parts = append(parts, strconv.Itoa(n))
+	}
+	if len(parts) == 1 {
+		return "attempt " + parts[0]
+	}
+	return "attempts " + strings.Join(parts, ", ")
+}
+
+// joinAnd reads "a", "a and b", "a, b and c".
+func joinAnd(parts []string) string {
+	if len(parts) < 2 {
+		return strings.Join(parts, "")
+	}
+	return strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
+}
+
+// humanDuration prints a duration without the noise of Duration.String:
+// "24h" rather than "24h0m0s", "2m" rather than "2m0s".
+func humanDuration(d time.Duration) string {
+	s := d.Round(time.Millisecond).String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}

@@ -1,0 +1,386 @@
+package trace
+
+import (
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+)
+
+// TestRules gives every rule a case that fires and near misses that must
+// not: the audit is only useful if it is quiet about safe traces.
+func TestRules(t *testing.T) {
+	const hour = 3600.0
+	tests := []struct {
+		name  string
+		rule  Rule
+		run   Run
+		cfg   Config
+		fires bool
+	}{
+		// duplicate_effect
+		{"two effects with the step's key, both attempts ok", RuleDuplicateEffect, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeOK, key("ik_1")), try(2, 2, 3, OutcomeOK, key("ik_1")))).
+			with(effect("m1", "ik_1", "", 0.5), effect("m2", "ik_1", "", 2.5)),
+			Config{}, true},
+		{"two unkeyed effects naming the same execution and step", RuleDuplicateEffect, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeTimeout), try(2, 2, 3, OutcomeOK))).
+			with(effect("m1", "", "s1", 0.5), effect("m2", "", "s1", 2.5)),
+			Config{}, true},
+		{"one effect and a deduplicated retry", RuleDuplicateEffect, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeTimeout, key("ik_1")), try(2, 2, 3, OutcomeOK, key("ik_1"), dedup))).
+			with(effect("m1", "ik_1", "s1", 0.5)),
+			Config{}, false},
+		{"two effects for two different steps", RuleDuplicateEffect, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeOK, key("ik_1"))),
+			step("s2", "send", EffectWrite, try(1, 2, 3, OutcomeOK, key("ik_2")))).
+			with(effect("m1", "ik_1", "s1", 0.5), effect("m2", "ik_2", "s2", 2.5)),
+			Config{}, false},
+		{"the same effect reported twice", RuleDuplicateEffect, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeOK, key("ik_1")))).
+			with(effect("m1", "ik_1", "s1", 0.5), effect("m1", "ik_1", "s1", 0.5)),
+			Config{}, false},
+
+		// reexecuted_after_crash
+		{"write step run again by a new worker after a crash", RuleReexecutedAfterCrash, run(
+			step("s1", "send", EffectWrite, try(1, 0, -1, "", worker("w1")), try(2, 53, 54, OutcomeOK, worker("w2")))),
+			Config{}, true},
+		{"write step replayed from the journal after a crash", RuleReexecutedAfterCrash, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeOK, worker("w1")), try(2, 53, 53, OutcomeReplayed, worker("w2")))),
+			Config{}, false},
+		{"write step retried after an idle wait", RuleReexecutedAfterCrash, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeError, worker("w1")), try(2, 40, 41, OutcomeOK, worker("w1")))),
+			Config{}, false},
+		{"read step run again after a crash", RuleReexecutedAfterCrash, run(
+			step("s1", "fetch", EffectRead, try(1, 0, -1, "", worker("w1")), try(2, 53, 54, OutcomeOK, worker("w2")))),
+			Config{}, false},
+		{"write step that ran only before the crash", RuleReexecutedAfterCrash, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeOK, worker("w1"))),
+			step("s2", "record", EffectWrite, try(1, 53, 54, OutcomeOK, worker("w2")))),
+			Config{}, false},
+
+		// missing_effect
+		{"ok write step, fed provider, no effect", RuleMissingEffect, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeOK, provider("mail-api")))).fed("mail-api"),
+			Config{}, true},
+		{"provider named on the step itself", RuleMissingEffect, func() Run {
+			r := run(step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeOK))).fed("mail-api")
+			r.Steps[0].Provider = "mail-api"
+			return r
+		}(), Config{}, true},
+		{"provider's outbox not fed", RuleMissingEffect, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeOK, provider("mail-api")))).fed("crm"),
+			Config{}, false},
+		{"final attempt deduplicated", RuleMissingEffect, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeTimeout, provider("mail-api")), try(2, 2, 3, OutcomeOK, provider("mail-api"), dedup))).fed("mail-api"),
+			Config{}, false},
+		{"final attempt failed", RuleMissingEffect, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeError, provider("mail-api")))).fed("mail-api"),
+			Config{}, false},
+		{"the effect is there", RuleMissingEffect, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeOK, provider("mail-api")))).fed("mail-api").with(effect("m1", "", "s1", 0.5)),
+			Config{}, false},
+		{"no provider named", RuleMissingEffect, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeOK))).fed("mail-api"),
+			Config{}, false},
+
+		// unkeyed_retry
+		{"write step retried without keys", RuleUnkeyedRetry, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeTimeout), try(2, 2, 3, OutcomeOK))),
+			Config{}, true},
+		{"write step retried with one attempt unkeyed", RuleUnkeyedRetry, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeTimeout, key("ik_1")), try(2, 2, 3, OutcomeOK))),
+			Config{}, true},
+		{"write step retried with its key", RuleUnkeyedRetry, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeTimeout, key("ik_1")), try(2, 2, 3, OutcomeOK, key("ik_1")))),
+			Config{}, false},
+		{"unkeyed write step run once, then replayed", RuleUnkeyedRetry, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeOK), try(2, 60, 60, OutcomeReplayed))),
+			Config{}, false},
+		{"read step retried without keys", RuleUnkeyedRetry, run(
+			step("s1", "fetch", EffectRead, try(1, 0, 1, OutcomeTimeout), try(2, 2, 3, OutcomeOK))),
+			Config{}, false},
+
+		// unstable_key
+		{"attempts sent different keys", RuleUnstableKey, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeTimeout, key("ik_a")), try(2, 2, 3, OutcomeOK, key("ik_b")))),
+			Config{}, true},
+		{"one attempt sent no key", RuleUnstableKey, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeTimeout, key("ik_a")), try(2, 2, 3, OutcomeOK))),
+			Config{}, false},
+		{"attempts sent the same key", RuleUnstableKey, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeTimeout, key("ik_a")), try(2, 2, 3, OutcomeOK, key("ik_a")))),
+			Config{}, false},
+
+		// key_collision
+		{"two steps sent one key", RuleKeyCollision, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeOK, key("ik_1"))),
+			step("s2", "send", EffectWrite, try(1, 2, 3, OutcomeOK, key("ik_1")))),
+			Config{}, true},
+		{"one key with different args", RuleKeyCollision, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeTimeout, key("ik_1"), args(`{"to":"a"}`)), try(2, 2, 3, OutcomeOK, key("ik_1"), args(`{"to":"b"}`)))),
+			Config{}, true},
+		{"a peer execution sent the key from another step", RuleKeyCollision, func() Run {
+			r := run(step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeOK, key("ik_1"))))
+			r.Peers = []Attempt{{ExecutionID: "exec_2", StepID: "s7", Number: 1, IdempotencyKey: "ik_1"}}
+			return r
+		}(), Config{}, true},
+		{"a peer execution reran the same step with the same args", RuleKeyCollision, func() Run {
+			r := run(step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeOK, key("ik_1"), args(`{"to":"a"}`))))
+			r.Peers = []Attempt{{ExecutionID: "exec_2", StepID: "s1", Number: 1, IdempotencyKey: "ik_1", Args: []byte(`{"to":"a"}`)}}
+			return r
+		}(), Config{}, false},
+		{"one attempt recorded no args", RuleKeyCollision, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeTimeout, key("ik_1"), args(`{"to":"a"}`)), try(2, 2, 3, OutcomeOK, key("ik_1")))),
+			Config{}, false},
+		{"two steps, two keys", RuleKeyCollision, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeOK, key("ik_1"))),
+			step("s2", "send", EffectWrite, try(1, 2, 3, OutcomeOK, key("ik_2")))),
+			Config{}, false},
+
+		// retry_beyond_retention
+		{"retry a day and an hour later", RuleRetryBeyondRetention, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeTimeout, key("ik_1")), try(2, 25*hour, 25*hour+1, OutcomeOK, key("ik_1")))),
+			Config{}, true},
+		{"retry within the day", RuleRetryBeyondRetention, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeTimeout, key("ik_1")), try(2, 23*hour, 23*hour+1, OutcomeOK, key("ik_1")))),
+			Config{}, false},
+		{"a late replay is not a retry", RuleRetryBeyondRetention, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeOK, key("ik_1")), try(2, 25*hour, 25*hour, OutcomeReplayed, key("ik_1")))),
+			Config{}, false},
+		{"a configured retention of one hour", RuleRetryBeyondRetention, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeTimeout, key("ik_1")), try(2, 2*hour, 2*hour+1, OutcomeOK, key("ik_1")))),
+			Config{KeyRetention: time.Hour}, true},
+
+		// unsafe_retried
+		{"unsafe step attempted twice", RuleUnsafeRetried, run(
+			step("s1", "wire", EffectUnsafe, try(1, 0, 1, OutcomeTimeout), try(2, 2, 3, OutcomeOK))),
+			Config{}, true},
+		{"unsafe step run once, then replayed", RuleUnsafeRetried, run(
+			step("s1", "wire", EffectUnsafe, try(1, 0, 1, OutcomeOK), try(2, 60, 60, OutcomeReplayed))),
+			Config{}, false},
+		{"write step attempted twice", RuleUnsafeRetried, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeTimeout, key("ik_1")), try(2, 2, 3, OutcomeOK, key("ik_1")))),
+			Config{}, false},
+		{"class named only on the attempts", RuleUnsafeRetried, func() Run {
+			r := run(step("s1", "wire", "", try(1, 0, 1, OutcomeTimeout), try(2, 2, 3, OutcomeOK)))
+			r.Steps[0].Attempts[1].Effect = EffectUnsafe
+			return r
+		}(), Config{}, true},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.rule)+"/"+tt.name, func(t *testing.T) {
+			got := rules(AuditRun(tt.run, tt.cfg))
+			if fired := slices.Contains(got, tt.rule); fired != tt.fires {
+				t.Errorf("%s fired: got %v, want %v (findings %v)", tt.rule, fired, tt.fires, got)
+			}
+		})
+	}
+}
+
+func TestAuditRunDesignExample(t *testing.T) {
+	r := designExample()
+	if got := AuditRun(r, Config{}); len(got) != 0 {
+		t.Fatalf("got findings %+v, want none: a deduplicated retry is safe", got)
+	}
+
+	r.Effects = append(r.Effects, Effect{Provider: "mail-api", ID: "msg_6a0799", IdempotencyKey: "ik_a94a0b1d",
+		ExecutionID: "exec_01H8", StepID: "step-4", At: at(21.35)})
+	got := AuditRun(r, Config{})
+	want := []Finding{{
+		Rule:           RuleDuplicateEffect,
+		Severity:       SeverityCritical,
+		ExecutionID:    "exec_01H8",
+		StepID:         "step-4",
+		Attempts:       []int{1, 2},
+		Effects:        []EffectRef{{"mail-api", "msg_41bcc7"}, {"mail-api", "msg_6a0799"}},
+		IdempotencyKey: "ik_a94a0b1d",
+		Message:        "step-4 (send_invoice_email) caused 2 effects for one logical step: mail-api msg_41bcc7, mail-api msg_6a0799",
+	}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
+	if n := CriticalCount(got); n != 1 {
+		t.Errorf("critical count: got %d, want 1", n)
+	}
+}
+
+// TestFindingMessages pins one sentence per rule: they are what a human
+// reads, so a change to them should be a deliberate one.
+func TestFindingMessages(t *testing.T) {
+	tests := []struct {
+		rule Rule
+		run  Run
+		want string
+	}{
+		{RuleDuplicateEffect, run(
+			step("step-4", "send_invoice_email", EffectWrite, try(1, 0, 1, OutcomeOK, key("ik_1")), try(2, 2, 3, OutcomeOK, key("ik_1")))).
+			with(effect("msg_6a0799", "ik_1", "", 2.5), effect("msg_41bcc7", "ik_1", "", 0.5)),
+			"step-4 (send_invoice_email) caused 2 effects for one logical step: mail-api msg_41bcc7, mail-api msg_6a0799 — a green duplicate: every attempt looks successful"},
+		{RuleReexecutedAfterCrash, run(
+			step("step-4", "send_invoice_email", EffectWrite, try(1, 0, -1, "", worker("pid-1"), key("ik_1")), try(2, 53, 54, OutcomeOK, worker("pid-2"), key("ik_1")))),
+			"step-4 (send_invoice_email) ran again after a 53s crash gap (worker pid-1 → pid-2): attempt 1 before it, attempt 2 after it, not replayed from a recorded result"},
+		{RuleMissingEffect, run(
+			step("step-5", "create_ticket", EffectWrite, try(1, 0, 1, OutcomeOK, provider("tickets")))).fed("tickets"),
+			"step-5 (create_ticket) ended ok at attempt 1, but tickets's outbox, which is being fed, holds no effect for it"},
+		{RuleUnkeyedRetry, run(
+			step("step-4", "send_invoice_email", EffectWrite, try(1, 0, 1, OutcomeTimeout), try(2, 2, 3, OutcomeOK))),
+			"step-4 (send_invoice_email) was attempted 2 times and attempts 1, 2 carried no idempotency key — the receiving API cannot tell a retry from a new request"},
+		{RuleUnstableKey, run(
+			step("step-4", "send_invoice_email", EffectWrite, try(1, 0, 1, OutcomeTimeout, key("ik_a")), try(2, 2, 3, OutcomeOK, key("ik_b")))),
+			"step-4 (send_invoice_email) sent 2 different idempotency keys across its attempts: ik_a (attempt 1), ik_b (attempt 2) — the key keyed the attempt, not the intent"},
+		{RuleKeyCollision, func() Run {
+			r := run(step("step-4", "send_invoice_email", EffectWrite, try(1, 0, 1, OutcomeOK, key("ik_1"), args(`{"to":"a"}`))))
+			r.Peers = []Attempt{{ExecutionID: "exec_2", StepID: "step-7", Tool: "send_receipt", IdempotencyKey: "ik_1", Args: []byte(`{"to":"b"}`)}}
+			return r
+		}(),
+			"idempotency key ik_1 was sent by step-4 (send_invoice_email) and exec_2 step-7 (send_receipt) with different step ids and different args — one key must name one intent"},
+		{RuleRetryBeyondRetention, run(
+			step("step-4", "send_invoice_email", EffectWrite, try(1, 0, 1, OutcomeTimeout, key("ik_1")), try(2, 26*3600, 26*3600+1, OutcomeOK, key("ik_1")))),
+			"step-4 (send_invoice_email) was retried 26h after its first attempt (attempt 2), beyond the 24h key retention — the receiving API may have forgotten the key"},
+		{RuleUnsafeRetried, run(
+			step("step-6", "wire_transfer", EffectUnsafe, try(1, 0, 1, OutcomeTimeout), try(2, 2, 3, OutcomeOK))),
+			"step-6 (wire_transfer) is unsafe to repeat but was attempted 2 times (attempts 1, 2) — it should fail loudly and escalate instead"},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.rule), func(t *testing.T) {
+			var got []string
+			for _, f := range AuditRun(tt.run, Config{}) {
+				if f.Rule == tt.rule {
+					got = append(got, f.Message)
+				}
+			}
+			if len(got) != 1 || got[0] != tt.want {
+				t.Errorf("got %q, want [%q]", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestFindingFields(t *testing.T) {
+	r := run(
+		step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeOK, key("ik_1"))),
+		step("s2", "send", EffectWrite, try(1, 2, 3, OutcomeOK, key("ik_1")), try(2, 4, 5, OutcomeOK, key("ik_1"))),
+	)
+	var got []Finding
+	for _, f := range AuditRun(r, Config{}) {
+		if f.Rule == RuleKeyCollision {
+			got = append(got, f)
+		}
+	}
+	if len(got) != 1 {
+		t.Fatalf("got %d key_collision findings, want 1 per key", len(got))
+	}
+	f := got[0]
+	if f.StepID != "s1" || !reflect.DeepEqual(f.Attempts, []int{1}) || f.IdempotencyKey != "ik_1" || f.Severity != SeverityCritical || f.ExecutionID != "exec_1" {
+		t.Errorf("got %+v, want step s1, attempts [1], key ik_1, critical, exec_1", f)
+	}
+}
+
+func TestAuditRunOrder(t *testing.T) {
+	r := run(
+		step("step-c", "send", EffectWrite, try(1, 0, 1, OutcomeTimeout), try(2, 2, 3, OutcomeOK)),
+		step("step-b", "wire", EffectUnsafe, try(1, 4, 5, OutcomeTimeout, key("ik_b")), try(2, 6, 7, OutcomeOK, key("ik_b"))),
+		step("step-d", "send", EffectWrite, try(1, 8, 9, OutcomeTimeout, key("ik_x")), try(2, 10, 11, OutcomeOK, key("ik_y"))),
+		step("step-a", "wire", EffectUnsafe, try(1, 12, 13, OutcomeTimeout, key("ik_a")), try(2, 14, 15, OutcomeOK, key("ik_a"))),
+	)
+	var got []string
+	for _, f := range AuditRun(r, Config{}) {
+		got = append(got, string(f.Severity)+" "+string(f.Rule)+" "+f.StepID)
+	}
+	want := []string{
+		"critical unsafe_retried step-a",
+		"critical unsafe_retried step-b",
+		"critical unstable_key step-d",
+		"warning unkeyed_retry step-c",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+}
+
+func TestSortFindings(t *testing.T) {
+	fs := []Finding{
+		{Rule: RuleOrphanEffect, Severity: SeverityWarning, Effects: []EffectRef{{"mail-api", "b"}}},
+		{Rule: RuleUnkeyedRetry, Severity: SeverityWarning, ExecutionID: "e1", StepID: "s1"},
+		{Rule: RuleKeyCollision, Severity: SeverityCritical, ExecutionID: "e1", StepID: "s1", IdempotencyKey: "k2"},
+		{Rule: RuleOrphanEffect, Severity: SeverityWarning, Effects: []EffectRef{{"mail-api", "a"}}},
+		{Rule: RuleKeyCollision, Severity: SeverityCritical, ExecutionID: "e1", StepID: "s1", IdempotencyKey: "k1"},
+		{Rule: RuleDuplicateEffect, Severity: SeverityCritical, ExecutionID: "e2", StepID: "s1"},
+		{Rule: RuleDuplicateEffect, Severity: SeverityCritical, ExecutionID: "e1", StepID: "s9"},
+	}
+	SortFindings(fs)
+	var got []string
+	for _, f := range fs {
+		s := string(f.Rule) + " " + f.ExecutionID + " " + f.StepID + " " + f.IdempotencyKey
+		if len(f.Effects) > 0 {
+			s += f.Effects[0].ID
+		}
+		got = append(got, s)
+	}
+	want := []string{
+		"duplicate_effect e1 s9 ",
+		"duplicate_effect e2 s1 ",
+		"key_collision e1 s1 k1",
+		"key_collision e1 s1 k2",
+		"orphan_effect   a",
+		"orphan_effect   b",
+		"unkeyed_retry e1 s1 ",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+func TestOrphanFinding(t *testing.T) {
+	tests := []struct {
+		name   string
+		effect Effect
+		want   Finding
+	}{
+		{"with key, target and names",
+			Effect{Provider: "mail-api", ID: "msg_x", IdempotencyKey: "ik_9", ExecutionID: "exec_9", StepID: "step-2", Target: "jordan@acme.dev"},
+			Finding{Rule: RuleOrphanEffect, Severity: SeverityWarning, ExecutionID: "exec_9", StepID: "step-2",
+				Effects: []EffectRef{{"mail-api", "msg_x"}}, IdempotencyKey: "ik_9",
+				Message: "mail-api msg_x matches no attempt of any execution (key ik_9, target jordan@acme.dev, named exec_9 step-2)"}},
+		{"bare",
+			Effect{Provider: "payments", ID: "ch_1"},
+			Finding{Rule: RuleOrphanEffect, Severity: SeverityWarning, Effects: []EffectRef{{"payments", "ch_1"}},
+				Message: "payments ch_1 matches no attempt of any execution (no key)"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := OrphanFinding(tt.effect); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestCriticalCount(t *testing.T) {
+	fs := []Finding{{Severity: SeverityCritical}, {Severity: SeverityWarning}, {Severity: SeverityCritical}}
+	if got := CriticalCount(fs); got != 2 {
+		t.Errorf("got %d, want 2", got)
+	}
+	if got := CriticalCount(nil); got != 0 {
+		t.Errorf("got %d, want 0", got)
+	}
+}
+
+func TestHumanDuration(t *testing.T) {
+	tests := []struct {
+		d    time.Duration
+		want string
+	}{
+		{53 * time.Second, "53s"},
+		{24 * time.Hour, "24h"},
+		{90 * time.Minute, "1h30m"},
+		{2 * time.Minute, "2m"},
+		{1500 * time.Millisecond, "1.5s"},
+	}
+	for _, tt := range tests {
+		if got := humanDuration(tt.d); got != tt.want {
+			t.Errorf("humanDuration(%v): got %q, want %q", tt.d, got, tt.want)
+		}
+	}
+}

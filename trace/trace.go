@@ -1,0 +1,115 @@
+package trace
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// EffectClass says how safe a step is to run again.
+type EffectClass string
+
+const (
+	EffectRead   EffectClass = "read"   // safe to retry
+	EffectWrite  EffectClass = "write"  // a side effect: needs a key or natural idempotency
+	EffectUnsafe EffectClass = "unsafe" // must not be retried
+)
+
+// Outcome is how an attempt ended. Running and Lost are derived, never sent.
+type Outcome string
+
+const (
+	OutcomeOK       Outcome = "ok"
+	OutcomeError    Outcome = "error"
+	OutcomeTimeout  Outcome = "timeout"
+	OutcomeReplayed Outcome = "replayed" // answered from the journal; the tool was not called
+	OutcomeRunning  Outcome = "running"  // derived: no end yet
+	OutcomeLost     Outcome = "lost"     // derived: never finished, and the run moved on without it
+)
+
+// SentOutcomes are the outcomes an event may carry.
+var SentOutcomes = []Outcome{OutcomeOK, OutcomeError, OutcomeTimeout, OutcomeReplayed}
+
+// Status of an execution.
+type Status string
+
+const (
+	StatusRunning   Status = "running"
+	StatusCompleted Status = "completed"
+	StatusFailed    Status = "failed"
+	StatusCancelled Status = "cancelled"
+)
+
+// Statuses lists every execution status.
+var Statuses = []Status{StatusRunning, StatusCompleted, StatusFailed, StatusCancelled}
+
+// Terminal reports whether the status ends an execution.
+func (s Status) Terminal() bool {
+	return s == StatusCompleted || s == StatusFailed || s == StatusCancelled
+}
+
+// Execution is one run of an agent or workflow.
+type Execution struct {
+	ID             string            `json:"execution_id"`
+	Name           string            `json:"name,omitempty"`
+	Status         Status            `json:"status"`
+	StartedAt      time.Time         `json:"started_at,omitzero"`
+	EndedAt        time.Time         `json:"ended_at,omitzero"`
+	IdempotencyKey string            `json:"idempotency_key,omitempty"`
+	Labels         map[string]string `json:"labels,omitempty"`
+	Conflicts      []Conflict        `json:"conflicts,omitempty"`
+}
+
+// Step is one logical unit of work of an execution, with its attempts in
+// attempt order.
+type Step struct {
+	ExecutionID string      `json:"-"`
+	ID          string      `json:"step_id"`
+	Tool        string      `json:"tool,omitempty"`
+	Effect      EffectClass `json:"effect,omitempty"`
+	Provider    string      `json:"provider,omitempty"`
+	Attempts    []Attempt   `json:"attempts"`
+}
+
+// Attempt is one try at a step.
+type Attempt struct {
+	ExecutionID    string          `json:"-"`
+	StepID         string          `json:"-"`
+	Number         int             `json:"attempt"`
+	Tool           string          `json:"tool,omitempty"`
+	Effect         EffectClass     `json:"effect,omitempty"`
+	Provider       string          `json:"provider,omitempty"`
+	Outcome        Outcome         `json:"outcome"` // as sent; empty while running
+	Deduplicated   bool            `json:"deduplicated"`
+	IdempotencyKey string          `json:"idempotency_key,omitempty"`
+	Worker         string          `json:"worker,omitempty"`
+	StartedAt      time.Time       `json:"started_at,omitzero"`
+	EndedAt        time.Time       `json:"ended_at,omitzero"`
+	Args           json.RawMessage `json:"args,omitempty"` // canonical JSON
+	Result         json.RawMessage `json:"result,omitempty"`
+	Error          string          `json:"error,omitempty"`
+	Conflicts      []Conflict      `json:"conflicts,omitempty"`
+}
+
+// Finished reports whether the attempt carries a terminal outcome.
+func (a Attempt) Finished() bool { return a.Outcome != "" }
+
+// Effect is one side effect as the external system saw it.
+type Effect struct {
+	Provider       string     `json:"provider"`
+	ID             string     `json:"effect_id"`
+	IdempotencyKey string     `json:"idempotency_key,omitempty"`
+	ExecutionID    string     `json:"execution_id,omitempty"`
+	StepID         string     `json:"step_id,omitempty"`
+	Target         string     `json:"target,omitempty"`
+	At             time.Time  `json:"at,omitzero"`
+	Conflicts      []Conflict `json:"conflicts,omitempty"`
+}
+
+// Conflict records a terminal value that disagreed with the one kept.
+// Both stay in the raw event log; the kept one is the earliest.
+type Conflict struct {
+	Field   string `json:"field"`
+	Kept    string `json:"kept"`
+	Other   string `json:"other"`
+	EventID string `json:"event_id"`
+}

@@ -1,0 +1,231 @@
+package trace
+
+import (
+	"maps"
+	"slices"
+	"sort"
+	"time"
+)
+
+// Runs builds one Run per execution, in the order of w.Executions followed
+// by executions known only from their steps (those get a zero Execution
+// with just the id and status running).
+//
+// Each run's steps are sorted by their first attempt's start, then id, and
+// their attempts by number; every attempt gets its step's ExecutionID and
+// StepID, so EffectMatchesAttempt and Peers can rely on them. A run's
+// Effects are those naming it or carrying a key one of its attempts sent;
+// Peers are the attempts of other executions sharing such a key;
+// FedProviders holds every provider with an effect anywhere in the world.
+// Steps repeated in w.Steps are merged.
+func (w World) Runs() []Run {
+	var runs []Run
+	index := map[string]int{} // execution id -> position in runs
+	for _, e := range w.Executions {
+		if _, dup := index[e.ID]; dup {
+			continue
+		}
+		index[e.ID] = len(runs)
+		runs = append(runs, Run{Execution: e})
+	}
+	for _, s := range w.Steps {
+		execID := s.ExecutionID
+		if execID == "" && len(s.Attempts) > 0 {
+			execID = s.Attempts[0].ExecutionID
+		}
+		i, ok := index[execID]
+		if !ok {
+			i = len(runs)
+			index[execID] = i
+			runs = append(runs, Run{Execution: Execution{ID: execID, Status: StatusRunning}})
+		}
+		runs[i].Steps = addStep(runs[i].Steps, s, execID)
+	}
+
+	fed := map[string]bool{}
+	for _, e := range w.Effects {
+		if e.Provider != "" {
+			fed[e.Provider] = true
+		}
+	}
+	keyRuns := map[string][]int{} // key -> runs whose attempts sent it, each once
+	for i := range runs {
+		sortSteps(runs[i].Steps)
+		runs[i].FedProviders = maps.Clone(fed)
+		for _, s := range runs[i].Steps {
+			for _, a := range s.Attempts {
+				k := a.IdempotencyKey
+				if k != "" && !slices.Contains(keyRuns[k], i) {
+					keyRuns[k] = append(keyRuns[k], i)
+				}
+			}
+		}
+	}
+
+	for _, e := range w.Effects {
+		var owners []int
+		if i, ok := index[e.ExecutionID]; ok && e.ExecutionID != "" {
+			owners = append(owners, i)
+		}
+		if e.IdempotencyKey != "" {
+			for _, i := range keyRuns[e.IdempotencyKey] {
+				if !slices.Contains(owners, i) {
+					owners = append(owners, i)
+				}
+			}
+		}
+		for _, i := range owners {
+			runs[i].Effects = append(runs[i].Effects, e)
+		}
+	}
+
+	for i := range runs {
+		for _, s := range runs[i].Steps {
+			for _, a := range s.Attempts {
+				for _, j := range keyRuns[a.IdempotencyKey] {
+					if j != i {
+						runs[j].Peers = append(runs[j].Peers, a)
+					}
+				}
+			}
+		}
+	}
+	return runs
+}
+
+// Audit applies every rule to every execution of the world, adds an
+// orphan_effect warning for each effect that matches no attempt of any
+// execution, and sorts the lot with SortFindings.
+func Audit(w World, cfg Config) []Finding {
+	runs := w.Runs()
+	var fs []Finding
+	for _, r := range runs {
+		fs = append(fs, AuditRun(r, cfg)...)
+	}
+	matched := newAttemptIndex(runs)
+	seen := map[EffectRef]bool{}
+	for _, e := range w.Effects {
+		if seen[e.Ref()] {
+			continue
+		}
+		seen[e.Ref()] = true
+		if !matched.matches(e) {
+			fs = append(fs, OrphanFinding(e))
+		}
+	}
+	SortFindings(fs)
+	return fs
+}
+
+// EffectStates says, for every effect of the world, whether it is its
+// step's only effect, one of several, or an orphan. An effect counts as a
+// duplicate when any execution it belongs to sees it as one.
+func (w World) EffectStates() map[EffectRef]MatchState {
+	runs := w.Runs()
+	fromRuns := map[EffectRef]MatchState{}
+	for _, r := range runs {
+		for ref, state := range EffectStates(r) {
+			if fromRuns[ref] != MatchDuplicate {
+				fromRuns[ref] = state
+			}
+		}
+	}
+	matched := newAttemptIndex(runs)
+	states := map[EffectRef]MatchState{}
+	for _, e := range w.Effects {
+		// Orphans are decided exactly as Audit decides them, so the outbox
+		// and the findings never disagree.
+		switch {
+		case !matched.matches(e):
+			states[e.Ref()] = MatchOrphan
+		case fromRuns[e.Ref()] != "":
+			states[e.Ref()] = fromRuns[e.Ref()]
+		default:
+			states[e.Ref()] = MatchMatched
+		}
+	}
+	return states
+}
+
+// attemptIndex answers EffectMatchesAttempt against every attempt at once,
+// so a world audit stays linear in attempts plus effects.
+type attemptIndex struct {
+	keys  map[string]bool
+	steps map[[2]string]bool // (execution id, step id) of every attempt
+}
+
+func newAttemptIndex(runs []Run) attemptIndex {
+	idx := attemptIndex{keys: map[string]bool{}, steps: map[[2]string]bool{}}
+	for _, r := range runs {
+		for _, s := range r.Steps {
+			for _, a := range s.Attempts {
+				if a.IdempotencyKey != "" {
+					idx.keys[a.IdempotencyKey] = true
+				}
+				idx.steps[[2]string{a.ExecutionID, a.StepID}] = true
+			}
+		}
+	}
+	return idx
+}
+
+// matches mirrors EffectMatchesAttempt over all indexed attempts.
+func (idx attemptIndex) matches(e Effect) bool {
+	if e.IdempotencyKey != "" && idx.keys[e.IdempotencyKey] {
+		return true
+	}
+	return e.ExecutionID != "" && e.StepID != "" && idx.steps[[2]string{e.ExecutionID, e.StepID}]
+}
+
+// addStep adds a copy of s to steps, merging it into a step with the same
+// id, and stamps its attempts with their execution and step.
+func addStep(steps []Step, s Step, execID string) []Step {
+	attempts := make([]Attempt, len(s.Attempts))
+	for i, a := range s.Attempts {
+		a.ExecutionID, a.StepID = execID, s.ID
+		attempts[i] = a
+	}
+	s.ExecutionID = execID
+	for i := range steps {
+		if steps[i].ID == s.ID {
+			steps[i].Attempts = append(steps[i].Attempts, attempts...)
+			steps[i].Tool = firstNonEmpty(steps[i].Tool, s.Tool)
+			steps[i].Effect = firstNonEmpty(steps[i].Effect, s.Effect)
+			steps[i].Provider = firstNonEmpty(steps[i].Provider, s.Provider)
+			return steps
+		}
+	}
+	s.Attempts = attempts
+	return append(steps, s)
+}
+
+func firstNonEmpty[T ~string](a, b T) T {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// sortSteps puts steps in the order they first ran and their attempts in
+// number order, the order the timeline and the audit read them.
+func sortSteps(steps []Step) {
+	firstStart := func(s Step) time.Time {
+		var first time.Time
+		for _, a := range s.Attempts {
+			if !a.StartedAt.IsZero() && (first.IsZero() || a.StartedAt.Before(first)) {
+				first = a.StartedAt
+			}
+		}
+		return first
+	}
+	for _, s := range steps {
+		sort.SliceStable(s.Attempts, func(i, j int) bool { return s.Attempts[i].Number < s.Attempts[j].Number })
+	}
+	sort.SliceStable(steps, func(i, j int) bool {
+		a, b := firstStart(steps[i]), firstStart(steps[j])
+		if !a.Equal(b) {
+			return a.Before(b)
+		}
+		return steps[i].ID < steps[j].ID
+	})
+}

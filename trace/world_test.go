@@ -1,0 +1,235 @@
+package trace
+
+import (
+	"reflect"
+	"testing"
+)
+
+// sampleWorld has exec_A (known), exec_B (known only from its steps, its
+// attempts not stamped with their ids) and effects of every kind.
+func sampleWorld() World {
+	return World{
+		Executions: []Execution{{ID: "exec_A", Status: StatusCompleted}},
+		Steps: []Step{
+			{ExecutionID: "exec_A", ID: "s2", Tool: "record", Effect: EffectWrite, Attempts: []Attempt{
+				{Number: 1, IdempotencyKey: "ik_shared", StartedAt: at(10), EndedAt: at(11), Outcome: OutcomeOK}}},
+			{ExecutionID: "exec_A", ID: "s1", Tool: "send", Effect: EffectWrite, Attempts: []Attempt{
+				{Number: 1, IdempotencyKey: "ik_A1", StartedAt: at(0), EndedAt: at(1), Outcome: OutcomeTimeout}}},
+			{ExecutionID: "exec_B", ID: "s1", Tool: "send", Effect: EffectWrite, Attempts: []Attempt{
+				{Number: 2, IdempotencyKey: "ik_shared", StartedAt: at(3), EndedAt: at(4), Outcome: OutcomeOK},
+				{Number: 1, IdempotencyKey: "ik_shared", StartedAt: at(0), EndedAt: at(1), Outcome: OutcomeTimeout}}},
+			// A second record of exec_A's s1, as a store might return a late attempt.
+			{ExecutionID: "exec_A", ID: "s1", Attempts: []Attempt{
+				{Number: 2, IdempotencyKey: "ik_A1", StartedAt: at(2), EndedAt: at(3), Outcome: OutcomeOK, Deduplicated: true}}},
+		},
+		Effects: []Effect{
+			{Provider: "mail-api", ID: "e1", IdempotencyKey: "ik_A1", At: at(0.5)},
+			{Provider: "mail-api", ID: "e2", ExecutionID: "exec_B", StepID: "s1", At: at(0.5)},
+			{Provider: "crm", ID: "e3", ExecutionID: "exec_A", StepID: "s2", At: at(10.5)},
+			{Provider: "crm", ID: "e4", ExecutionID: "exec_Z", StepID: "s9", At: at(20)},
+		},
+	}
+}
+
+func TestWorldRuns(t *testing.T) {
+	runs := sampleWorld().Runs()
+	if len(runs) != 2 {
+		t.Fatalf("got %d runs, want 2", len(runs))
+	}
+	a, b := runs[0], runs[1]
+	if a.Execution.ID != "exec_A" || b.Execution.ID != "exec_B" {
+		t.Fatalf("got runs %q, %q, want exec_A, exec_B", a.Execution.ID, b.Execution.ID)
+	}
+	if want := (Execution{ID: "exec_B", Status: StatusRunning}); !reflect.DeepEqual(b.Execution, want) {
+		t.Errorf("execution known only from steps: got %+v, want %+v", b.Execution, want)
+	}
+
+	layout := func(r Run) []string {
+		var out []string
+		for _, s := range r.Steps {
+			for _, at := range s.Attempts {
+				out = append(out, at.ExecutionID+"/"+at.StepID+"#"+string(rune('0'+at.Number)))
+			}
+		}
+		return out
+	}
+	if got, want := layout(a), []string{"exec_A/s1#1", "exec_A/s1#2", "exec_A/s2#1"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("exec_A steps: got %v, want %v (merged, by first start, attempts by number)", got, want)
+	}
+	if got, want := layout(b), []string{"exec_B/s1#1", "exec_B/s1#2"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("exec_B steps: got %v, want %v (stamped with their ids)", got, want)
+	}
+	if a.Steps[0].Tool != "send" {
+		t.Errorf("merged step tool: got %q, want send", a.Steps[0].Tool)
+	}
+
+	ids := func(es []Effect) []string {
+		var out []string
+		for _, e := range es {
+			out = append(out, e.ID)
+		}
+		return out
+	}
+	if got, want := ids(a.Effects), []string{"e1", "e3"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("exec_A effects: got %v, want %v", got, want)
+	}
+	if got, want := ids(b.Effects), []string{"e2"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("exec_B effects: got %v, want %v", got, want)
+	}
+
+	peers := func(r Run) []string {
+		var out []string
+		for _, p := range r.Peers {
+			out = append(out, p.ExecutionID+"/"+p.StepID+"#"+string(rune('0'+p.Number)))
+		}
+		return out
+	}
+	if got, want := peers(a), []string{"exec_B/s1#1", "exec_B/s1#2"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("exec_A peers: got %v, want %v", got, want)
+	}
+	if got, want := peers(b), []string{"exec_A/s2#1"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("exec_B peers: got %v, want %v", got, want)
+	}
+
+	wantFed := map[string]bool{"mail-api": true, "crm": true}
+	for _, r := range runs {
+		if !reflect.DeepEqual(r.FedProviders, wantFed) {
+			t.Errorf("%s fed providers: got %v, want %v", r.Execution.ID, r.FedProviders, wantFed)
+		}
+	}
+}
+
+func TestWorldRunsDoesNotMutateTheWorld(t *testing.T) {
+	w := sampleWorld()
+	w.Runs()
+	if !reflect.DeepEqual(w, sampleWorld()) {
+		t.Errorf("got a changed world after Runs, want it untouched")
+	}
+}
+
+func TestAudit(t *testing.T) {
+	got := Audit(sampleWorld(), Config{})
+	var summary []string
+	for _, f := range got {
+		summary = append(summary, string(f.Rule)+" "+f.ExecutionID+" "+f.StepID)
+	}
+	// ik_shared is sent by exec_A's s2 and exec_B's s1: each execution sees
+	// the collision from its side. e4 names an execution that does not exist.
+	// exec_A's s1 timed out and its retry was deduplicated: clean.
+	want := []string{
+		"key_collision exec_A s2",
+		"key_collision exec_B s1",
+		"orphan_effect exec_Z s9",
+	}
+	if !reflect.DeepEqual(summary, want) {
+		t.Errorf("got %v, want %v", summary, want)
+	}
+}
+
+func TestAuditOrphans(t *testing.T) {
+	base := World{
+		Executions: []Execution{{ID: "exec_A", Status: StatusCompleted}, {ID: "exec_B", Status: StatusCompleted}},
+		Steps: []Step{
+			{ExecutionID: "exec_A", ID: "step-4", Tool: "send", Effect: EffectWrite, Attempts: []Attempt{
+				{Number: 1, StartedAt: at(0), EndedAt: at(1), Outcome: OutcomeOK}}},
+			{ExecutionID: "exec_B", ID: "step-1", Tool: "send", Effect: EffectWrite, Attempts: []Attempt{
+				{Number: 1, IdempotencyKey: "ik_B", StartedAt: at(0), EndedAt: at(1), Outcome: OutcomeOK}}},
+		},
+	}
+	tests := []struct {
+		name   string
+		effect Effect
+		orphan bool
+	}{
+		{"names no execution and carries an unknown key", Effect{Provider: "mail-api", ID: "m", IdempotencyKey: "ik_nobody"}, true},
+		{"names a step that does not exist", Effect{Provider: "mail-api", ID: "m", ExecutionID: "exec_A", StepID: "step-9"}, true},
+		{"names an execution that does not exist", Effect{Provider: "mail-api", ID: "m", ExecutionID: "exec_Z", StepID: "step-4"}, true},
+		{"names its execution and step", Effect{Provider: "mail-api", ID: "m", ExecutionID: "exec_A", StepID: "step-4"}, false},
+		{"names the wrong execution but carries another execution's key", Effect{Provider: "mail-api", ID: "m", IdempotencyKey: "ik_B", ExecutionID: "exec_A", StepID: "step-9"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := base
+			w.Effects = []Effect{tt.effect}
+			var orphans []Finding
+			for _, f := range Audit(w, Config{}) {
+				if f.Rule == RuleOrphanEffect {
+					orphans = append(orphans, f)
+				}
+			}
+			if got := len(orphans) == 1; got != tt.orphan {
+				t.Errorf("orphan: got %v, want %v (findings %+v)", got, tt.orphan, orphans)
+			}
+			state := w.EffectStates()[tt.effect.Ref()]
+			if got := state == MatchOrphan; got != tt.orphan {
+				t.Errorf("state: got %q, want orphan=%v", state, tt.orphan)
+			}
+		})
+	}
+}
+
+func TestAuditDesignExampleAsAWorld(t *testing.T) {
+	r := designExample()
+	w := World{Executions: []Execution{r.Execution}, Steps: r.Steps, Effects: r.Effects}
+	if got := Audit(w, Config{}); len(got) != 0 {
+		t.Fatalf("got %+v, want no findings", got)
+	}
+	w.Effects = append(w.Effects, Effect{Provider: "mail-api", ID: "msg_6a0799", IdempotencyKey: "ik_a94a0b1d", At: at(21.35)})
+	got := Audit(w, Config{})
+	if len(got) != 1 || got[0].Rule != RuleDuplicateEffect || CriticalCount(got) != 1 {
+		t.Errorf("got %+v, want one critical duplicate_effect", got)
+	}
+}
+
+func TestWorldEffectStates(t *testing.T) {
+	got := sampleWorld().EffectStates()
+	want := map[EffectRef]MatchState{
+		{"mail-api", "e1"}: MatchMatched,
+		{"mail-api", "e2"}: MatchMatched,
+		{"crm", "e3"}:      MatchMatched,
+		{"crm", "e4"}:      MatchOrphan,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+
+	// An effect with the key exec_A's s2 and exec_B's s1 share belongs to
+	// both, so it makes duplicates of each step's other effect.
+	w := sampleWorld()
+	w.Effects = append(w.Effects, Effect{Provider: "mail-api", ID: "e5", IdempotencyKey: "ik_shared", At: at(3.5)})
+	got = w.EffectStates()
+	for _, ref := range []EffectRef{{"mail-api", "e2"}, {"crm", "e3"}, {"mail-api", "e5"}} {
+		if got[ref] != MatchDuplicate {
+			t.Errorf("%v: got %q, want %q", ref, got[ref], MatchDuplicate)
+		}
+	}
+	if got[EffectRef{"mail-api", "e1"}] != MatchMatched {
+		t.Errorf("e1: got %q, want %q", got[EffectRef{"mail-api", "e1"}], MatchMatched)
+	}
+}
+
+// TestAttemptIndexAgreesWithEffectMatchesAttempt guards the shortcut the
+// world audit takes against the rule it stands for.
+func TestAttemptIndexAgreesWithEffectMatchesAttempt(t *testing.T) {
+	w := sampleWorld()
+	w.Effects = append(w.Effects,
+		Effect{Provider: "x", ID: "1", IdempotencyKey: "ik_B9", ExecutionID: "exec_A", StepID: "s2"},
+		Effect{Provider: "x", ID: "2", ExecutionID: "exec_B", StepID: "s2"},
+		Effect{Provider: "x", ID: "3"},
+	)
+	runs := w.Runs()
+	idx := newAttemptIndex(runs)
+	for _, e := range w.Effects {
+		want := false
+		for _, r := range runs {
+			for _, s := range r.Steps {
+				for _, a := range s.Attempts {
+					want = want || EffectMatchesAttempt(e, a)
+				}
+			}
+		}
+		if got := idx.matches(e); got != want {
+			t.Errorf("%v: got %v, want %v", e.Ref(), got, want)
+		}
+	}
+}

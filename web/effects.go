@@ -1,0 +1,86 @@
+package web
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/oncetrace/oncetrace/store"
+	"github.com/oncetrace/oncetrace/trace"
+)
+
+type effectQuery struct {
+	Provider    string `query:"provider"`
+	State       string `query:"state"`
+	ExecutionID string `query:"execution_id"`
+	Key         string `query:"idempotency_key"`
+	Cursor      string `query:"cursor"`
+	Limit       string `query:"limit"`
+}
+
+type effectListResponse struct {
+	Effects []store.EffectRow `json:"effects"`
+	Next    string            `json:"next"`
+}
+
+// handleEffectList is GET /api/v1/effects: the outbox, duplicates first.
+func (s *Server) handleEffectList(c echo.Context) error {
+	var q effectQuery
+	if err := (&echo.DefaultBinder{}).BindQueryParams(c, &q); err != nil {
+		return badQuery("query: " + err.Error())
+	}
+	f := store.EffectFilter{Provider: q.Provider, ExecutionID: q.ExecutionID, Key: q.Key, Cursor: q.Cursor}
+	switch st := trace.MatchState(q.State); st {
+	case "", trace.MatchMatched, trace.MatchOrphan, trace.MatchDuplicate:
+		f.State = st
+	default:
+		return badQuery("state: must be matched, orphan or duplicate")
+	}
+	var err error
+	if f.Limit, err = parseLimit(q.Limit); err != nil {
+		return err
+	}
+	rows, next, err := s.cfg.DB.Effects(c.Request().Context(), f)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, effectListResponse{Effects: rows, Next: next})
+}
+
+type findingQuery struct {
+	ExecutionID string `query:"execution_id"`
+	Rule        string `query:"rule"`
+	Severity    string `query:"severity"`
+	Limit       string `query:"limit"`
+}
+
+type findingListResponse struct {
+	Findings []trace.Finding `json:"findings"`
+	Critical int             `json:"critical"`
+}
+
+// handleFindingList is GET /api/v1/findings: the audit across executions.
+func (s *Server) handleFindingList(c echo.Context) error {
+	var q findingQuery
+	if err := (&echo.DefaultBinder{}).BindQueryParams(c, &q); err != nil {
+		return badQuery("query: " + err.Error())
+	}
+	f := store.FindingFilter{ExecutionID: q.ExecutionID, Rule: trace.Rule(q.Rule), Severity: trace.Severity(q.Severity)}
+	if _, known := trace.Severities[f.Rule]; q.Rule != "" && !known {
+		return badQuery("rule: unknown rule " + q.Rule)
+	}
+	if q.Severity != "" && f.Severity != trace.SeverityCritical && f.Severity != trace.SeverityWarning {
+		return badQuery("severity: must be critical or warning")
+	}
+	if q.Limit != "" {
+		var err error
+		if f.Limit, err = parseLimit(q.Limit); err != nil {
+			return err
+		}
+	}
+	findings, err := s.cfg.DB.Findings(c.Request().Context(), f)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, findingListResponse{Findings: findings, Critical: trace.CriticalCount(findings)})
+}

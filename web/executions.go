@@ -1,0 +1,214 @@
+package web
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/oncetrace/oncetrace/store"
+	"github.com/oncetrace/oncetrace/trace"
+)
+
+type executionListResponse struct {
+	Executions []store.ExecutionSummary `json:"executions"`
+	Next       string                   `json:"next"`
+}
+
+// executionQuery is what GET /api/v1/executions and the list page accept.
+type executionQuery struct {
+	Status      string `query:"status"`
+	Name        string `query:"name"`
+	HasFindings string `query:"has_findings"`
+	Q           string `query:"q"`
+	From        string `query:"from"`
+	To          string `query:"to"`
+	Cursor      string `query:"cursor"`
+	Limit       string `query:"limit"`
+}
+
+func (q executionQuery) filter() (store.ExecutionFilter, error) {
+	f := store.ExecutionFilter{Name: q.Name, Q: q.Q, Cursor: q.Cursor}
+	if q.Status != "" {
+		st := trace.Status(q.Status)
+		if !containsStatus(st) {
+			return f, badQuery("status: must be running, completed, failed or cancelled")
+		}
+		f.Status = st
+	}
+	if q.HasFindings != "" {
+		b, err := strconv.ParseBool(q.HasFindings)
+		if err != nil {
+			return f, badQuery("has_findings: must be true or false")
+		}
+		f.HasFindings = &b
+	}
+	var err error
+	if f.From, err = parseQueryTime("from", q.From); err != nil {
+		return f, err
+	}
+	if f.To, err = parseQueryTime("to", q.To); err != nil {
+		return f, err
+	}
+	if f.Limit, err = parseLimit(q.Limit); err != nil {
+		return f, err
+	}
+	return f, nil
+}
+
+func containsStatus(st trace.Status) bool {
+	for _, s := range trace.Statuses {
+		if s == st {
+			return true
+		}
+	}
+	return false
+}
+
+func parseQueryTime(name, v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return t, badQuery(name + ": must be an RFC 3339 time such as 2026-06-30T14:00:00Z")
+	}
+	return t, nil
+}
+
+func parseLimit(v string) (int, error) {
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > store.MaxPageSize {
+		return 0, badQuery("limit: must be an integer from 1 to " + strconv.Itoa(store.MaxPageSize))
+	}
+	return n, nil
+}
+
+func badQuery(msg string) error { return echo.NewHTTPError(http.StatusBadRequest, msg) }
+
+// handleExecutionList is GET /api/v1/executions.
+func (s *Server) handleExecutionList(c echo.Context) error {
+	var q executionQuery
+	if err := (&echo.DefaultBinder{}).BindQueryParams(c, &q); err != nil {
+		return badQuery("query: " + err.Error())
+	}
+	f, err := q.filter()
+	if err != nil {
+		return err
+	}
+	list, next, err := s.cfg.DB.ListExecutions(c.Request().Context(), f)
+	if err != nil {
+		return err
+	}
+	if list == nil {
+		list = []store.ExecutionSummary{}
+	}
+	return c.JSON(http.StatusOK, executionListResponse{Executions: list, Next: next})
+}
+
+// The execution's JSON twin: attempts carry their derived outcome.
+type executionDetail struct {
+	Execution executionHeader `json:"execution"`
+	Steps     []stepJSON      `json:"steps"`
+	Effects   []effectJSON    `json:"effects"`
+	Gaps      []trace.Gap     `json:"gaps"`
+	Findings  []trace.Finding `json:"findings"`
+}
+
+type executionHeader struct {
+	trace.Execution
+	trace.Counts
+	DurationMS       *int64 `json:"duration_ms,omitempty"`
+	Findings         int    `json:"findings"`
+	CriticalFindings int    `json:"critical_findings"`
+}
+
+type stepJSON struct {
+	StepID   string        `json:"step_id"`
+	Tool     string        `json:"tool"`
+	Effect   string        `json:"effect"`
+	Provider string        `json:"provider,omitempty"`
+	Attempts []attemptJSON `json:"attempts"`
+}
+
+type attemptJSON struct {
+	Attempt        int              `json:"attempt"`
+	Outcome        trace.Outcome    `json:"outcome"`
+	Deduplicated   bool             `json:"deduplicated"`
+	IdempotencyKey string           `json:"idempotency_key"`
+	Worker         string           `json:"worker"`
+	StartedAt      time.Time        `json:"started_at,omitzero"`
+	EndedAt        time.Time        `json:"ended_at,omitzero"`
+	DurationMS     *int64           `json:"duration_ms,omitempty"`
+	Tool           string           `json:"tool,omitempty"`
+	Args           json.RawMessage  `json:"args,omitempty"`
+	Result         json.RawMessage  `json:"result,omitempty"`
+	Error          string           `json:"error,omitempty"`
+	Conflicts      []trace.Conflict `json:"conflicts,omitempty"`
+}
+
+type effectJSON struct {
+	trace.Effect
+	State trace.MatchState `json:"state"`
+}
+
+func durationMS(start, end time.Time) *int64 {
+	if start.IsZero() || end.IsZero() {
+		return nil
+	}
+	ms := end.Sub(start).Milliseconds()
+	return &ms
+}
+
+// handleExecutionShow is GET /api/v1/executions/:id.
+func (s *Server) handleExecutionShow(c echo.Context) error {
+	ctx := c.Request().Context()
+	run, err := s.cfg.DB.Run(ctx, c.Param("id"))
+	if err != nil {
+		return err
+	}
+	findings, err := s.cfg.DB.Findings(ctx, store.FindingFilter{ExecutionID: run.Execution.ID})
+	if err != nil {
+		return err
+	}
+	refs := make([]trace.EffectRef, len(run.Effects))
+	for i, f := range run.Effects {
+		refs[i] = f.Ref()
+	}
+	states, err := s.cfg.DB.EffectStates(ctx, refs)
+	if err != nil {
+		return err
+	}
+	d := executionDetail{
+		Execution: executionHeader{Execution: run.Execution, Counts: run.Counts(),
+			DurationMS: durationMS(run.Execution.StartedAt, run.Execution.EndedAt),
+			Findings:   len(findings), CriticalFindings: trace.CriticalCount(findings)},
+		Steps:    []stepJSON{},
+		Effects:  []effectJSON{},
+		Gaps:     trace.Gaps(run, s.cfg.Analysis),
+		Findings: findings,
+	}
+	if d.Gaps == nil {
+		d.Gaps = []trace.Gap{}
+	}
+	for _, st := range run.Steps {
+		sj := stepJSON{StepID: st.ID, Tool: st.ToolName(), Effect: string(st.Class()), Provider: st.ProviderName(), Attempts: []attemptJSON{}}
+		for _, a := range st.Attempts {
+			sj.Attempts = append(sj.Attempts, attemptJSON{
+				Attempt: a.Number, Outcome: run.Outcome(a), Deduplicated: a.Deduplicated, IdempotencyKey: a.IdempotencyKey,
+				Worker: a.Worker, StartedAt: a.StartedAt, EndedAt: a.EndedAt, DurationMS: durationMS(a.StartedAt, a.EndedAt),
+				Tool: a.Tool, Args: a.Args, Result: a.Result, Error: a.Error, Conflicts: a.Conflicts,
+			})
+		}
+		d.Steps = append(d.Steps, sj)
+	}
+	for _, f := range run.Effects {
+		d.Effects = append(d.Effects, effectJSON{Effect: f, State: states[f.Ref()]})
+	}
+	return c.JSON(http.StatusOK, d)
+}

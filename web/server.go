@@ -1,0 +1,124 @@
+package web
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/oncetrace/oncetrace/ingest"
+	"github.com/oncetrace/oncetrace/store"
+	"github.com/oncetrace/oncetrace/trace"
+)
+
+// Config is what the server needs; cmd/oncetrace fills it from flags.
+type Config struct {
+	DB          *store.DB
+	Writer      *ingest.Writer
+	Limits      ingest.Limits
+	Analysis    trace.Config
+	IngestToken string // when set, POST endpoints need "Authorization: Bearer <token>"
+	Logger      *slog.Logger
+}
+
+// Server serves the UI and the APIs.
+type Server struct {
+	cfg  Config
+	echo *echo.Echo
+}
+
+// New builds the server and its routes.
+func New(cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	s := &Server{cfg: cfg, echo: e}
+	e.HTTPErrorHandler = s.handleError
+	s.routes()
+	return s
+}
+
+// routes lists every route of the server.
+func (s *Server) routes() {
+	e := s.echo
+	e.GET("/healthz", s.handleHealth)
+
+	api := e.Group("/api/v1")
+	api.POST("/events", s.handleEventsIngest, s.requireIngestToken)
+	api.GET("/executions", s.handleExecutionList)
+	api.GET("/executions/:id", s.handleExecutionShow)
+	api.GET("/effects", s.handleEffectList)
+	api.GET("/findings", s.handleFindingList)
+}
+
+// ServeHTTP lets the server be used as an http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
+
+// Shutdown is for symmetry with http.Server users; echo holds no state of
+// its own beyond the handler.
+func (s *Server) Shutdown(context.Context) error { return nil }
+
+// requireIngestToken checks the bearer token when one is configured.
+func (s *Server) requireIngestToken(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if s.cfg.IngestToken == "" {
+			return next(c)
+		}
+		auth := c.Request().Header.Get(echo.HeaderAuthorization)
+		token, ok := strings.CutPrefix(auth, "Bearer ")
+		if !ok || subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.IngestToken)) != 1 {
+			c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="oncetrace"`)
+			return echo.NewHTTPError(http.StatusUnauthorized, "Authorization: a valid \"Bearer <ingest token>\" is required")
+		}
+		return next(c)
+	}
+}
+
+// handleError is the one place errors become responses: JSON {"error"}
+// naming the field and the limit.
+func (s *Server) handleError(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	status, msg := http.StatusInternalServerError, "internal error"
+	var he *echo.HTTPError
+	var re *ingest.RequestError
+	switch {
+	case errors.As(err, &re):
+		status, msg = re.Status, re.Msg
+	case errors.As(err, &he):
+		status = he.Code
+		if m, ok := he.Message.(string); ok {
+			msg = m
+		} else {
+			msg = http.StatusText(status)
+		}
+	case errors.Is(err, store.ErrNotFound):
+		status, msg = http.StatusNotFound, "not found"
+	case errors.Is(err, store.ErrBadCursor):
+		status, msg = http.StatusBadRequest, err.Error()
+	case errors.Is(err, ingest.ErrOverloaded), errors.Is(err, ingest.ErrClosed):
+		status, msg = http.StatusServiceUnavailable, "ingest: the writer is busy; retry after the Retry-After delay"
+		c.Response().Header().Set("Retry-After", "1")
+	default:
+		s.cfg.Logger.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
+	}
+	if c.Request().Method == http.MethodHead {
+		_ = c.NoContent(status)
+		return
+	}
+	_ = c.JSON(status, map[string]string{"error": msg})
+}
+
+func (s *Server) handleHealth(c echo.Context) error {
+	if err := s.cfg.DB.Ping(c.Request().Context()); err != nil {
+		return echo.NewHTTPError(http.StatusServiceUnavailable, "database: "+err.Error())
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+}
