@@ -3,13 +3,13 @@ module github.com/oncetrace/oncetrace
 go 1.26.8
 
 require (
+	github.com/a-h/templ v0.3.1100
 	github.com/labstack/echo/v4 v4.16.0
 	modernc.org/sqlite v1.62.0
 )
 
 require (
 	github.com/a-h/parse v0.0.0-20250122154542-74294addb73e // indirect
-	github.com/a-h/templ v0.3.1100 // indirect
 	github.com/andybalholm/brotli v1.2.7 // indirect
 	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
 	github.com/cli/browser v1.3.0 // indirect

@@ -1,7 +1,6 @@
 package ingest
 
 import (
-	"bufio"
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
@@ -125,10 +124,10 @@ func Decode(data []byte, format Format, lim Limits) (Batch, error) {
 func split(data []byte, format Format, lim Limits) ([]json.RawMessage, error) {
 	if format == FormatNDJSON {
 		var raws []json.RawMessage
-		sc := bufio.NewScanner(bytes.NewReader(data))
-		sc.Buffer(nil, len(data)+1)
-		for sc.Scan() {
-			line := bytes.TrimSpace(sc.Bytes())
+		// Lines are slices of data itself: a bufio.Scanner would reuse its
+		// buffer and overwrite the lines already kept.
+		for line := range bytes.Lines(data) {
+			line = bytes.TrimSpace(line)
 			if len(line) == 0 {
 				continue
 			}

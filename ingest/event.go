@@ -10,6 +10,7 @@ import (
 	"io"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -292,7 +293,7 @@ func (f *fields) time(name string) time.Time {
 			f.fail("%s: must be between %s and %s", name, earliest.Format(time.RFC3339), latest.Format(time.RFC3339))
 			return time.Time{}
 		}
-		t = time.UnixMilli(int64(ms)).Add(time.Duration((ms - math.Floor(ms)) * float64(time.Millisecond)))
+		t = unixMillis(string(v), ms)
 	default:
 		f.fail("%s: must be an RFC 3339 time or Unix milliseconds", name)
 		return time.Time{}
@@ -302,6 +303,20 @@ func (f *fields) time(name string) time.Time {
 		return time.Time{}
 	}
 	return t.UTC()
+}
+
+// unixMillis converts Unix milliseconds, already range-checked as ms. A
+// plain decimal is converted digit by digit, because a float64 near 1.8e12
+// resolves only about a quarter of a microsecond; a number with an exponent
+// goes through the float.
+func unixMillis(s string, ms float64) time.Time {
+	whole, frac, _ := strings.Cut(s, ".")
+	n, err := strconv.ParseInt(whole, 10, 64)
+	if err != nil || strings.ContainsAny(frac, "eE") {
+		return time.UnixMilli(int64(ms)).Add(time.Duration((ms - math.Floor(ms)) * float64(time.Millisecond)))
+	}
+	ns, _ := strconv.Atoi((frac + "000000")[:6]) // JSON fractions are digits only
+	return time.UnixMilli(n).Add(time.Duration(ns))
 }
 
 func (f *fields) order(startName string, start time.Time, endName string, end time.Time) {

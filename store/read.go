@@ -154,6 +154,7 @@ func (db *DB) Run(ctx context.Context, id string) (trace.Run, error) {
 // FindingFilter selects findings.
 type FindingFilter struct {
 	ExecutionID string
+	Key         string
 	Rule        trace.Rule
 	Severity    trace.Severity
 	Limit       int
@@ -165,6 +166,9 @@ func (db *DB) Findings(ctx context.Context, f FindingFilter) ([]trace.Finding, e
 	var args []any
 	if f.ExecutionID != "" {
 		where, args = append(where, "execution_id = ?"), append(args, f.ExecutionID)
+	}
+	if f.Key != "" {
+		where, args = append(where, "idempotency_key = ?"), append(args, f.Key)
 	}
 	if f.Rule != "" {
 		where, args = append(where, "rule = ?"), append(args, string(f.Rule))
@@ -342,4 +346,18 @@ func (db *DB) EffectStates(ctx context.Context, refs []trace.EffectRef) (map[tra
 		out[r] = state
 	}
 	return out, nil
+}
+
+// AttemptsWithKey returns every attempt, of any execution, that carried key.
+func (db *DB) AttemptsWithKey(ctx context.Context, key string) ([]trace.Attempt, error) {
+	rows, err := db.read.QueryContext(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE idempotency_key = ?
+		ORDER BY started_at, execution_id, step_id, attempt`, key)
+	if err != nil {
+		return nil, fmt.Errorf("store: attempts with key: %w", err)
+	}
+	attempts, err := scanAttempts(rows)
+	if err != nil {
+		return nil, fmt.Errorf("store: attempts with key: %w", err)
+	}
+	return attempts, nil
 }

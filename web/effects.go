@@ -18,6 +18,23 @@ type effectQuery struct {
 	Limit       string `query:"limit"`
 }
 
+func (s *Server) effectFilter(c echo.Context) (store.EffectFilter, error) {
+	var q effectQuery
+	if err := (&echo.DefaultBinder{}).BindQueryParams(c, &q); err != nil {
+		return store.EffectFilter{}, badQuery("query: " + err.Error())
+	}
+	f := store.EffectFilter{Provider: q.Provider, ExecutionID: q.ExecutionID, Key: q.Key, Cursor: q.Cursor}
+	switch st := trace.MatchState(q.State); st {
+	case "", trace.MatchMatched, trace.MatchOrphan, trace.MatchDuplicate:
+		f.State = st
+	default:
+		return f, badQuery("state: must be matched, orphan or duplicate")
+	}
+	var err error
+	f.Limit, err = parseLimit(q.Limit)
+	return f, err
+}
+
 type effectListResponse struct {
 	Effects []store.EffectRow `json:"effects"`
 	Next    string            `json:"next"`
@@ -25,19 +42,8 @@ type effectListResponse struct {
 
 // handleEffectList is GET /api/v1/effects: the outbox, duplicates first.
 func (s *Server) handleEffectList(c echo.Context) error {
-	var q effectQuery
-	if err := (&echo.DefaultBinder{}).BindQueryParams(c, &q); err != nil {
-		return badQuery("query: " + err.Error())
-	}
-	f := store.EffectFilter{Provider: q.Provider, ExecutionID: q.ExecutionID, Key: q.Key, Cursor: q.Cursor}
-	switch st := trace.MatchState(q.State); st {
-	case "", trace.MatchMatched, trace.MatchOrphan, trace.MatchDuplicate:
-		f.State = st
-	default:
-		return badQuery("state: must be matched, orphan or duplicate")
-	}
-	var err error
-	if f.Limit, err = parseLimit(q.Limit); err != nil {
+	f, err := s.effectFilter(c)
+	if err != nil {
 		return err
 	}
 	rows, next, err := s.cfg.DB.Effects(c.Request().Context(), f)

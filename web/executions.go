@@ -167,34 +167,22 @@ func durationMS(start, end time.Time) *int64 {
 
 // handleExecutionShow is GET /api/v1/executions/:id.
 func (s *Server) handleExecutionShow(c echo.Context) error {
-	ctx := c.Request().Context()
-	run, err := s.cfg.DB.Run(ctx, c.Param("id"))
+	d, err := s.loadExecution(c.Request().Context(), c.Param("id"))
 	if err != nil {
 		return err
 	}
-	findings, err := s.cfg.DB.Findings(ctx, store.FindingFilter{ExecutionID: run.Execution.ID})
-	if err != nil {
-		return err
-	}
-	refs := make([]trace.EffectRef, len(run.Effects))
-	for i, f := range run.Effects {
-		refs[i] = f.Ref()
-	}
-	states, err := s.cfg.DB.EffectStates(ctx, refs)
-	if err != nil {
-		return err
-	}
-	d := executionDetail{
+	run := d.run
+	out := executionDetail{
 		Execution: executionHeader{Execution: run.Execution, Counts: run.Counts(),
 			DurationMS: durationMS(run.Execution.StartedAt, run.Execution.EndedAt),
-			Findings:   len(findings), CriticalFindings: trace.CriticalCount(findings)},
+			Findings:   len(d.findings), CriticalFindings: trace.CriticalCount(d.findings)},
 		Steps:    []stepJSON{},
 		Effects:  []effectJSON{},
-		Gaps:     trace.Gaps(run, s.cfg.Analysis),
-		Findings: findings,
+		Gaps:     d.gaps,
+		Findings: d.findings,
 	}
-	if d.Gaps == nil {
-		d.Gaps = []trace.Gap{}
+	if out.Gaps == nil {
+		out.Gaps = []trace.Gap{}
 	}
 	for _, st := range run.Steps {
 		sj := stepJSON{StepID: st.ID, Tool: st.ToolName(), Effect: string(st.Class()), Provider: st.ProviderName(), Attempts: []attemptJSON{}}
@@ -205,10 +193,10 @@ func (s *Server) handleExecutionShow(c echo.Context) error {
 				Tool: a.Tool, Args: a.Args, Result: a.Result, Error: a.Error, Conflicts: a.Conflicts,
 			})
 		}
-		d.Steps = append(d.Steps, sj)
+		out.Steps = append(out.Steps, sj)
 	}
 	for _, f := range run.Effects {
-		d.Effects = append(d.Effects, effectJSON{Effect: f, State: states[f.Ref()]})
+		out.Effects = append(out.Effects, effectJSON{Effect: f, State: d.states[f.Ref()]})
 	}
-	return c.JSON(http.StatusOK, d)
+	return c.JSON(http.StatusOK, out)
 }

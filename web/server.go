@@ -12,7 +12,9 @@ import (
 
 	"github.com/oncetrace/oncetrace/ingest"
 	"github.com/oncetrace/oncetrace/store"
+	"github.com/oncetrace/oncetrace/static"
 	"github.com/oncetrace/oncetrace/trace"
+	"github.com/oncetrace/oncetrace/views"
 )
 
 // Config is what the server needs; cmd/oncetrace fills it from flags.
@@ -47,7 +49,16 @@ func New(cfg Config) *Server {
 // routes lists every route of the server.
 func (s *Server) routes() {
 	e := s.echo
+	e.Use(securityHeaders)
 	e.GET("/healthz", s.handleHealth)
+	e.GET("/static/*", echo.WrapHandler(http.StripPrefix("/static/", staticFiles())))
+
+	e.GET("/", s.handleExecutionListPage)
+	e.GET("/executions/:id", s.handleExecutionShowPage)
+	e.GET("/executions/:id/attempt", s.handleAttemptPage)
+	e.GET("/executions/:id/effect", s.handleEffectPage)
+	e.GET("/outbox", s.handleOutboxPage)
+	e.GET("/keys/:key", s.handleKeyPage)
 
 	api := e.Group("/api/v1")
 	api.POST("/events", s.handleEventsIngest, s.requireIngestToken)
@@ -55,6 +66,7 @@ func (s *Server) routes() {
 	api.GET("/executions/:id", s.handleExecutionShow)
 	api.GET("/effects", s.handleEffectList)
 	api.GET("/findings", s.handleFindingList)
+	api.GET("/keys/:key", s.handleKeyShow)
 }
 
 // ServeHTTP lets the server be used as an http.Handler.
@@ -113,6 +125,11 @@ func (s *Server) handleError(err error, c echo.Context) {
 		_ = c.NoContent(status)
 		return
 	}
+	if !isAPI(c) {
+		if err := render(c, status, views.ErrorPage(views.ErrorView{Status: status, Message: msg})); err == nil {
+			return
+		}
+	}
 	_ = c.JSON(status, map[string]string{"error": msg})
 }
 
@@ -121,4 +138,14 @@ func (s *Server) handleHealth(c echo.Context) error {
 		return echo.NewHTTPError(http.StatusServiceUnavailable, "database: "+err.Error())
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// staticFiles serves the embedded stylesheet and scripts. They change only
+// with the binary, so a browser may keep them for an hour.
+func staticFiles() http.Handler {
+	files := http.FileServer(http.FS(static.Files))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "public, max-age=3600")
+		files.ServeHTTP(w, r)
+	})
 }

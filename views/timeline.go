@@ -1,0 +1,430 @@
+package views
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/oncetrace/oncetrace/trace"
+)
+
+// The timeline is one SVG: a label column on the left, then the chart.
+// Horizontal positions are percentages of the SVG's width (attributes, not
+// style, so a strict Content-Security-Policy holds); vertical ones pixels.
+const (
+	chartX0      = 24.0 // where the chart starts, % of the width
+	chartW       = 74.0 // the chart's width, %
+	axisH        = 44   // px above the first lane
+	laneH        = 38
+	outboxH      = 64
+	minBarW      = 0.45 // %, so a 1 ms attempt is still visible and clickable
+	maxGapShare  = 36.0 // % of the chart all gaps together may take
+	gapW         = 7.0  // % of the chart one gap takes at most
+	compactAbove = 1500 // attempts above which bars lose their text and arrows
+	// DefaultMaxLanes is how many step lanes show before "show all".
+	DefaultMaxLanes = 200
+)
+
+// Timeline is the execution's timeline, laid out.
+type Timeline struct {
+	Empty       bool
+	Height      int
+	OutboxY     int
+	Ticks       []Tick
+	Gaps        []GapMark
+	Lanes       []Lane
+	HiddenLanes int // steps not drawn until "show all"
+	TotalLanes  int
+	Effects     []EffectMark
+	Compact     bool
+}
+
+// Tick is a label on the time axis.
+type Tick struct {
+	X     string
+	Label string
+	Title string
+}
+
+// GapMark is a gap drawn as a break in the axis.
+type GapMark struct {
+	X, W, Mid string
+	Kind      trace.GapKind
+	Label     string // "53 s — no process running"
+	Workers   string // "w1 → w2"
+	Seconds   float64
+}
+
+// Lane is one step.
+type Lane struct {
+	Y, BarY, TextY int
+	StepID         string
+	Tool           string
+	Effect         trace.EffectClass
+	Bars           []Bar
+	Arrows         []Arrow
+	EffectCount    int
+	CountLabel     string // "2 emails for step-4"
+	Duplicate      bool
+}
+
+// Bar is one attempt.
+type Bar struct {
+	X, W         string
+	TextX        string
+	TextAnchor   string
+	Number       int
+	Outcome      trace.Outcome
+	Label        string // icon and outcome word, never colour alone
+	Ghost        bool   // a replay: answered from the journal, tool not called
+	Deduplicated bool
+	ShowText     bool
+	Anchor       string
+	Href         string
+	Title        string
+}
+
+// Arrow joins an attempt to its retry.
+type Arrow struct{ X1, X2 string }
+
+// EffectMark is one effect in the outbox lane, joined to its cause.
+type EffectMark struct {
+	X, LabelX    string
+	LabelY       int
+	Anchor       string
+	Href         string
+	Provider, ID string
+	State        trace.MatchState
+	StepID       string
+	Linked       bool
+	LinkY        int // bottom of the causing attempt's bar
+	Title        string
+	LabelAnchor  string
+}
+
+// TimelineInput is what the timeline is drawn from.
+type TimelineInput struct {
+	Run      trace.Run
+	Gaps     []trace.Gap
+	States   map[trace.EffectRef]trace.MatchState
+	MaxLanes int  // 0: DefaultMaxLanes
+	ShowAll  bool // draw every lane
+}
+
+// NewTimeline lays out an execution.
+func NewTimeline(in TimelineInput) Timeline {
+	run := in.Run
+	var times []time.Time
+	attempts := 0
+	for _, s := range run.Steps {
+		for _, a := range s.Attempts {
+			attempts++
+			times = append(times, a.StartedAt, a.EndedAt)
+		}
+	}
+	for _, f := range run.Effects {
+		times = append(times, f.At)
+	}
+	tmin, tmax := span(times)
+	if tmin.IsZero() {
+		return Timeline{Empty: true}
+	}
+	sc := newScale(tmin, tmax, in.Gaps)
+	tl := Timeline{Compact: attempts > compactAbove, TotalLanes: len(run.Steps)}
+	tl.Ticks = sc.ticks()
+	for _, g := range sc.gapMarks {
+		tl.Gaps = append(tl.Gaps, g)
+	}
+
+	steps := run.Steps
+	max := in.MaxLanes
+	if max <= 0 {
+		max = DefaultMaxLanes
+	}
+	if !in.ShowAll && len(steps) > max {
+		tl.HiddenLanes = len(steps) - max
+		steps = steps[:max]
+	}
+	stepEffects := run.StepEffects()
+	laneOf := map[string]int{}
+	for i, s := range steps {
+		y := axisH + i*laneH
+		lane := Lane{Y: y, BarY: y + 9, TextY: y + 24, StepID: s.ID, Tool: s.ToolName(), Effect: s.Class()}
+		showText := !tl.Compact && len(s.Attempts) <= 6
+		for j, a := range s.Attempts {
+			lane.Bars = append(lane.Bars, newBar(run, sc, a, tmax, showText))
+			if j > 0 && !tl.Compact {
+				prev := s.Attempts[j-1]
+				lane.Arrows = append(lane.Arrows, Arrow{X1: pct(chartX0 + sc.x(endOr(prev, tmax))), X2: pct(chartX0 + sc.x(a.StartedAt))})
+			}
+		}
+		if es := stepEffects[s.ID]; len(es) > 0 {
+			lane.EffectCount = len(es)
+			lane.Duplicate = len(es) > 1
+			lane.CountLabel = fmt.Sprintf("%s for %s", plural(len(es), effectNoun(es[0].Provider, false), effectNoun(es[0].Provider, true)), s.ID)
+		}
+		laneOf[s.ID] = i
+		tl.Lanes = append(tl.Lanes, lane)
+	}
+	tl.OutboxY = axisH + len(steps)*laneH + 8
+	tl.Height = tl.OutboxY + outboxH
+
+	// Each effect is joined to the step it belongs to (trace's matching).
+	stepOf := map[trace.EffectRef]string{}
+	for stepID, es := range stepEffects {
+		for _, e := range es {
+			stepOf[e.Ref()] = stepID
+		}
+	}
+	effects := append([]trace.Effect(nil), run.Effects...)
+	sort.SliceStable(effects, func(i, j int) bool { return effects[i].At.Before(effects[j].At) })
+	for i, f := range effects {
+		at := f.At
+		if at.IsZero() {
+			at = tmax
+		}
+		x := chartX0 + sc.x(at)
+		m := EffectMark{X: pct(x), Provider: f.Provider, ID: f.ID, State: in.States[f.Ref()],
+			Anchor: EffectAnchor(f.Provider, f.ID), Href: EffectURL(run.Execution.ID, f.Provider, f.ID),
+			LabelY: tl.OutboxY + 34 + (i%2)*16, LabelX: pct(x), LabelAnchor: "middle"}
+		if m.State == "" {
+			m.State = trace.MatchOrphan
+		}
+		if x > 88 {
+			m.LabelAnchor = "end"
+		} else if x < chartX0+6 {
+			m.LabelAnchor = "start"
+		}
+		if stepID, ok := stepOf[f.Ref()]; ok {
+			m.StepID = stepID
+			if li, drawn := laneOf[stepID]; drawn {
+				m.Linked = true
+				m.LinkY = axisH + li*laneH + 29
+			}
+		}
+		m.Title = fmt.Sprintf("%s %s (%s) at %s", f.Provider, f.ID, m.State, UTC(f.At))
+		tl.Effects = append(tl.Effects, m)
+	}
+	return tl
+}
+
+func newBar(run trace.Run, sc scale, a trace.Attempt, tmax time.Time, showText bool) Bar {
+	outcome := run.Outcome(a)
+	end := endOr(a, tmax)
+	if outcome == trace.OutcomeLost {
+		end = a.StartedAt
+	}
+	x0, x1 := sc.x(a.StartedAt), sc.x(end)
+	w := x1 - x0
+	if w < minBarW {
+		w = minBarW
+	}
+	b := Bar{
+		X: pct(chartX0 + x0), W: pct(w), Number: a.Number, Outcome: outcome,
+		Label: OutcomeLabel(outcome), Ghost: outcome == trace.OutcomeReplayed, Deduplicated: a.Deduplicated,
+		ShowText: showText, Anchor: AttemptAnchor(a.StepID, a.Number), Href: AttemptURL(run.Execution.ID, a.StepID, a.Number),
+	}
+	if b.Ghost {
+		b.Label += " — from journal, tool not called"
+	}
+	// Text goes right of the bar, or left of it near the right edge.
+	if chartX0+x0+w < 80 {
+		b.TextX, b.TextAnchor = pct(chartX0+x0+w+0.4), "start"
+	} else {
+		b.TextX, b.TextAnchor = pct(chartX0+x0-0.4), "end"
+	}
+	parts := []string{fmt.Sprintf("attempt %d: %s", a.Number, outcome)}
+	if a.Deduplicated {
+		parts = append(parts, "deduplicated by the receiving API")
+	}
+	if !a.StartedAt.IsZero() && !a.EndedAt.IsZero() {
+		parts = append(parts, Duration(a.EndedAt.Sub(a.StartedAt)))
+	}
+	if a.Worker != "" {
+		parts = append(parts, "worker "+a.Worker)
+	}
+	b.Title = strings.Join(parts, ", ")
+	return b
+}
+
+// OutcomeLabel is an outcome with its icon, so it never relies on colour.
+func OutcomeLabel(o trace.Outcome) string {
+	icon := map[trace.Outcome]string{
+		trace.OutcomeOK: "✓", trace.OutcomeError: "✗", trace.OutcomeTimeout: "⏱",
+		trace.OutcomeReplayed: "↺", trace.OutcomeRunning: "…", trace.OutcomeLost: "?",
+	}[o]
+	return strings.TrimSpace(icon + " " + string(o))
+}
+
+func endOr(a trace.Attempt, fallback time.Time) time.Time {
+	if a.EndedAt.IsZero() {
+		return fallback
+	}
+	return a.EndedAt
+}
+
+// effectNoun names what a provider delivers, for "2 emails for step-4".
+func effectNoun(provider string, many bool) string {
+	p := strings.ToLower(provider)
+	noun := "effect"
+	switch {
+	case strings.Contains(p, "mail"):
+		noun = "email"
+	case strings.Contains(p, "sms"):
+		noun = "message"
+	case strings.Contains(p, "pay"), strings.Contains(p, "charge"), strings.Contains(p, "stripe"):
+		noun = "charge"
+	}
+	if many {
+		return noun + "s"
+	}
+	return noun
+}
+
+func span(ts []time.Time) (lo, hi time.Time) {
+	for _, t := range ts {
+		if t.IsZero() {
+			continue
+		}
+		if lo.IsZero() || t.Before(lo) {
+			lo = t
+		}
+		if hi.IsZero() || t.After(hi) {
+			hi = t
+		}
+	}
+	return lo, hi
+}
+
+// scale maps time to a position in the chart (0–100) on a broken axis:
+// every gap takes a fixed width whatever its length, and the stretches of
+// work share the rest in proportion to their length. Two seconds of work
+// and fifty of waiting are both legible.
+type scale struct {
+	pieces   []piece
+	tmin     time.Time
+	gapMarks []GapMark
+}
+
+type piece struct {
+	t0, t1 time.Time
+	x0, x1 float64
+	gap    bool
+}
+
+func newScale(tmin, tmax time.Time, gaps []trace.Gap) scale {
+	var inside []trace.Gap
+	for _, g := range gaps {
+		if !g.Start.Before(tmin) && !g.End.After(tmax) && g.End.After(g.Start) {
+			inside = append(inside, g)
+		}
+	}
+	sort.Slice(inside, func(i, j int) bool { return inside[i].Start.Before(inside[j].Start) })
+	each := gapW
+	if n := float64(len(inside)); n*each > maxGapShare {
+		each = maxGapShare / n
+	}
+	// The stretches between gaps.
+	type stretch struct{ t0, t1 time.Time }
+	var work []stretch
+	cur := tmin
+	for _, g := range inside {
+		work = append(work, stretch{cur, g.Start})
+		cur = g.End
+	}
+	work = append(work, stretch{cur, tmax})
+	var total time.Duration
+	for _, w := range work {
+		total += w.t1.Sub(w.t0)
+	}
+	room := 100 - each*float64(len(inside))
+	s := scale{tmin: tmin}
+	x := 0.0
+	for i, w := range work {
+		share := room / float64(len(work))
+		if total > 0 {
+			share = room * float64(w.t1.Sub(w.t0)) / float64(total)
+		}
+		s.pieces = append(s.pieces, piece{t0: w.t0, t1: w.t1, x0: x, x1: x + share})
+		x += share
+		if i < len(inside) {
+			g := inside[i]
+			s.pieces = append(s.pieces, piece{t0: g.Start, t1: g.End, x0: x, x1: x + each, gap: true})
+			s.gapMarks = append(s.gapMarks, newGapMark(g, x, each))
+			x += each
+		}
+	}
+	return s
+}
+
+func newGapMark(g trace.Gap, x, w float64) GapMark {
+	m := GapMark{X: pct(chartX0 + x), W: pct(w), Mid: pct(chartX0 + x + w/2), Kind: g.Kind, Seconds: g.Seconds()}
+	length := Duration(g.End.Sub(g.Start))
+	if g.Kind == trace.GapCrash {
+		m.Label = length + " — no process running"
+	} else {
+		m.Label = length + " idle"
+	}
+	if g.WorkerBefore != "" || g.WorkerAfter != "" {
+		m.Workers = orDash(g.WorkerBefore) + " → " + orDash(g.WorkerAfter)
+	}
+	return m
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "?"
+	}
+	return s
+}
+
+// x is the chart position of t, 0–100.
+func (s scale) x(t time.Time) float64 {
+	if t.IsZero() || len(s.pieces) == 0 {
+		return 0
+	}
+	for _, p := range s.pieces {
+		if t.After(p.t1) {
+			continue
+		}
+		if !t.After(p.t0) || !p.t1.After(p.t0) {
+			return p.x0
+		}
+		return p.x0 + (p.x1-p.x0)*float64(t.Sub(p.t0))/float64(p.t1.Sub(p.t0))
+	}
+	return s.pieces[len(s.pieces)-1].x1
+}
+
+// ticks labels the start of every stretch of work, a few points inside wide
+// ones, and the end, as offsets from the execution's first moment.
+func (s scale) ticks() []Tick {
+	var out []Tick
+	add := func(t time.Time) {
+		x := chartX0 + s.x(t)
+		if len(out) > 0 {
+			if last := out[len(out)-1]; last.X == pct(x) {
+				return
+			}
+		}
+		out = append(out, Tick{X: pct(x), Label: "+" + Duration(t.Sub(s.tmin)), Title: UTC(t)})
+	}
+	for _, p := range s.pieces {
+		if p.gap {
+			continue
+		}
+		add(p.t0)
+		if n := int((p.x1 - p.x0) / 18); n > 1 {
+			for k := 1; k < n; k++ {
+				add(p.t0.Add(p.t1.Sub(p.t0) * time.Duration(k) / time.Duration(n)))
+			}
+		}
+	}
+	if len(s.pieces) > 0 {
+		last := s.pieces[len(s.pieces)-1]
+		if last.t1.After(last.t0) {
+			add(last.t1)
+		}
+	}
+	return out
+}

@@ -1,0 +1,156 @@
+package web
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/oncetrace/oncetrace/store"
+	"github.com/oncetrace/oncetrace/trace"
+	"github.com/oncetrace/oncetrace/views"
+)
+
+// handleExecutionListPage is GET /: the executions, newest first.
+func (s *Server) handleExecutionListPage(c echo.Context) error {
+	var q executionQuery
+	if err := (&echo.DefaultBinder{}).BindQueryParams(c, &q); err != nil {
+		return badQuery("query: " + err.Error())
+	}
+	form := views.ListFilter{Status: q.Status, Name: q.Name, HasFindings: q.HasFindings, Q: q.Q, From: q.From, To: q.To}
+	// The form's datetime-local inputs carry no zone: they are read as UTC,
+	// the zone every time on the page is shown in without JavaScript.
+	q.From, q.To = formTime(q.From), formTime(q.To)
+	f, err := q.filter()
+	if err != nil {
+		return err
+	}
+	list, next, err := s.cfg.DB.ListExecutions(c.Request().Context(), f)
+	if err != nil {
+		return err
+	}
+	v := views.ExecutionsView{Filter: form, Paged: q.Cursor != "", BaseURL: "http://" + c.Request().Host}
+	for _, r := range list {
+		v.Rows = append(v.Rows, executionRow(r))
+	}
+	if next != "" {
+		params := c.QueryParams()
+		params.Set("cursor", next)
+		v.NextURL = "/?" + params.Encode()
+	}
+	return render(c, http.StatusOK, views.ExecutionsPage(v))
+}
+
+func formTime(v string) string {
+	for _, layout := range []string{"2006-01-02T15:04:05", "2006-01-02T15:04"} {
+		if t, err := time.Parse(layout, v); err == nil {
+			return t.UTC().Format(time.RFC3339)
+		}
+	}
+	return v
+}
+
+func executionRow(r store.ExecutionSummary) views.ExecutionRow {
+	return views.ExecutionRow{Execution: r.Execution, Counts: r.Counts, Findings: r.Findings, CriticalFindings: r.CriticalFindings}
+}
+
+// handleExecutionShowPage is GET /executions/:id: findings, then the
+// timeline with the outbox lane.
+func (s *Server) handleExecutionShowPage(c echo.Context) error {
+	d, err := s.loadExecution(c.Request().Context(), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	showAll := c.QueryParam("lanes") == "all"
+	v := views.ExecutionView{
+		Execution: views.ExecutionRow{Execution: d.run.Execution, Counts: d.run.Counts(),
+			Findings: len(d.findings), CriticalFindings: trace.CriticalCount(d.findings)},
+		Timeline:   views.NewTimeline(views.TimelineInput{Run: d.run, Gaps: d.gaps, States: d.states, ShowAll: showAll}),
+		ShowAllURL: views.ExecutionURL(d.run.Execution.ID) + "?lanes=all",
+		Gaps:       d.gaps,
+	}
+	for _, f := range d.findings {
+		v.Findings = append(v.Findings, views.NewFindingView(f))
+	}
+	return render(c, http.StatusOK, views.ExecutionPage(v))
+}
+
+// handleAttemptPage is GET /executions/:id/attempt?step=S&n=N, an
+// attempt's permalink; the execution page's script fetches its fragment.
+func (s *Server) handleAttemptPage(c echo.Context) error {
+	n, err := strconv.Atoi(c.QueryParam("n"))
+	if err != nil || n < 1 {
+		return badQuery("n: must be an attempt number ≥ 1")
+	}
+	run, err := s.cfg.DB.Run(c.Request().Context(), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	stepID := c.QueryParam("step")
+	for _, st := range run.Steps {
+		if st.ID != stepID {
+			continue
+		}
+		for _, a := range st.Attempts {
+			if a.Number == n {
+				v := views.AttemptView{ExecutionID: run.Execution.ID, Step: st, Attempt: a, Outcome: run.Outcome(a), Effects: run.StepEffects()[st.ID]}
+				if wantsFragment(c) {
+					return render(c, http.StatusOK, views.AttemptDetail(v))
+				}
+				return render(c, http.StatusOK, views.AttemptDetailPage(v))
+			}
+		}
+	}
+	return echo.NewHTTPError(http.StatusNotFound, "attempt: no attempt "+strconv.Itoa(n)+" of step "+strconv.Quote(stepID)+" in this execution")
+}
+
+// handleEffectPage is GET /executions/:id/effect?provider=P&id=E.
+func (s *Server) handleEffectPage(c echo.Context) error {
+	d, err := s.loadExecution(c.Request().Context(), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	ref := trace.EffectRef{Provider: c.QueryParam("provider"), ID: c.QueryParam("id")}
+	for _, f := range d.run.Effects {
+		if f.Ref() != ref {
+			continue
+		}
+		v := views.EffectView{ExecutionID: d.run.Execution.ID, Effect: f, State: d.states[ref]}
+		for stepID, es := range d.run.StepEffects() {
+			for _, e := range es {
+				if e.Ref() == ref {
+					v.StepID, v.Siblings = stepID, len(es)
+				}
+			}
+		}
+		if wantsFragment(c) {
+			return render(c, http.StatusOK, views.EffectDetail(v))
+		}
+		return render(c, http.StatusOK, views.EffectDetailPage(v))
+	}
+	return echo.NewHTTPError(http.StatusNotFound, "effect: "+ref.Provider+" "+ref.ID+" is not an effect of this execution")
+}
+
+// handleOutboxPage is GET /outbox: effects, duplicates first.
+func (s *Server) handleOutboxPage(c echo.Context) error {
+	f, err := s.effectFilter(c)
+	if err != nil {
+		return err
+	}
+	rows, next, err := s.cfg.DB.Effects(c.Request().Context(), f)
+	if err != nil {
+		return err
+	}
+	v := views.OutboxView{Provider: f.Provider, State: string(f.State)}
+	for _, r := range rows {
+		v.Rows = append(v.Rows, views.OutboxRow{Effect: r.Effect, State: r.State})
+	}
+	if next != "" {
+		params := c.QueryParams()
+		params.Set("cursor", next)
+		v.NextURL = "/outbox?" + params.Encode()
+	}
+	return render(c, http.StatusOK, views.OutboxPage(v))
+}
+
