@@ -153,4 +153,3 @@ func (s *Server) handleOutboxPage(c echo.Context) error {
 	}
 	return render(c, http.StatusOK, views.OutboxPage(v))
 }
-
