@@ -66,3 +66,17 @@ func effectIcon(s trace.MatchState) string {
 	}
 	return "◆"
 }
+
+func barLabelClass(b Bar) string {
+	if b.Inside && !b.Ghost {
+		return "bar-label inside"
+	}
+	return "bar-label"
+}
+
+func labelY(l Lane, b Bar) int {
+	if b.Inside {
+		return l.InsideY
+	}
+	return l.TextY
+}

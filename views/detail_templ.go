@@ -225,7 +225,7 @@ func AttemptDetail(v AttemptView) templ.Component {
 			return templ_7745c5c3_Err
 		}
 		if v.Attempt.Deduplicated {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, "<span class=\"dedupe-badge\" data-testid=\"detail-dedupe\">⧉ yes</span> <span class=\"muted\">the receiving API answered from its key store and did nothing</span>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, "<span class=\"dedupe-badge\" data-testid=\"detail-dedupe\">≡ yes</span> <span class=\"muted\">the receiving API answered from its key store and did nothing</span>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

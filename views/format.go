@@ -16,6 +16,8 @@ func Duration(d time.Duration) string {
 	switch {
 	case d < 0:
 		return "-" + Duration(-d)
+	case d == 0:
+		return "0 s"
 	case d < time.Millisecond:
 		return fmt.Sprintf("%d µs", d.Microseconds())
 	case d < time.Second:

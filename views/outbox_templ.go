@@ -664,7 +664,7 @@ func KeyPage(v KeyView) templ.Component {
 						return templ_7745c5c3_Err
 					}
 					if a.Deduplicated {
-						templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 60, "<span class=\"dedupe-badge\">⧉ deduplicated</span>")
+						templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 60, "<span class=\"dedupe-badge\">≡ deduplicated</span>")
 						if templ_7745c5c3_Err != nil {
 							return templ_7745c5c3_Err
 						}

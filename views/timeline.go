@@ -15,8 +15,8 @@ import (
 const (
 	chartX0      = 24.0 // where the chart starts, % of the width
 	chartW       = 74.0 // the chart's width, %
-	axisH        = 44   // px above the first lane
-	laneH        = 38
+	axisH        = 66   // px above the first lane: ticks, axis, gap labels
+	laneH        = 46
 	outboxH      = 64
 	minBarW      = 0.45 // %, so a 1 ms attempt is still visible and clickable
 	maxGapShare  = 36.0 // % of the chart all gaps together may take
@@ -59,6 +59,7 @@ type GapMark struct {
 // Lane is one step.
 type Lane struct {
 	Y, BarY, TextY int
+	InsideY        int // baseline of a label drawn inside its bar
 	StepID         string
 	Tool           string
 	Effect         trace.EffectClass
@@ -74,6 +75,7 @@ type Bar struct {
 	X, W         string
 	TextX        string
 	TextAnchor   string
+	Inside       bool // the label fits inside the bar
 	Number       int
 	Outcome      trace.Outcome
 	Label        string // icon and outcome word, never colour alone
@@ -150,13 +152,13 @@ func NewTimeline(in TimelineInput) Timeline {
 	laneOf := map[string]int{}
 	for i, s := range steps {
 		y := axisH + i*laneH
-		lane := Lane{Y: y, BarY: y + 9, TextY: y + 24, StepID: s.ID, Tool: s.ToolName(), Effect: s.Class()}
+		lane := Lane{Y: y, BarY: y + 6, TextY: y + 39, InsideY: y + 19, StepID: s.ID, Tool: s.ToolName(), Effect: s.Class()}
 		showText := !tl.Compact && len(s.Attempts) <= 6
 		for j, a := range s.Attempts {
 			lane.Bars = append(lane.Bars, newBar(run, sc, a, tmax, showText))
 			if j > 0 && !tl.Compact {
 				prev := s.Attempts[j-1]
-				lane.Arrows = append(lane.Arrows, Arrow{X1: pct(chartX0 + sc.x(endOr(prev, tmax))), X2: pct(chartX0 + sc.x(a.StartedAt))})
+				lane.Arrows = append(lane.Arrows, Arrow{X1: pct(sc.pos(endOr(prev, tmax))), X2: pct(sc.pos(a.StartedAt))})
 			}
 		}
 		if es := stepEffects[s.ID]; len(es) > 0 {
@@ -184,7 +186,7 @@ func NewTimeline(in TimelineInput) Timeline {
 		if at.IsZero() {
 			at = tmax
 		}
-		x := chartX0 + sc.x(at)
+		x := sc.pos(at)
 		m := EffectMark{X: pct(x), Provider: f.Provider, ID: f.ID, State: in.States[f.Ref()],
 			Anchor: EffectAnchor(f.Provider, f.ID), Href: EffectURL(run.Execution.ID, f.Provider, f.ID),
 			LabelY: tl.OutboxY + 34 + (i%2)*16, LabelX: pct(x), LabelAnchor: "middle"}
@@ -200,7 +202,7 @@ func NewTimeline(in TimelineInput) Timeline {
 			m.StepID = stepID
 			if li, drawn := laneOf[stepID]; drawn {
 				m.Linked = true
-				m.LinkY = axisH + li*laneH + 29
+				m.LinkY = axisH + li*laneH + 24
 			}
 		}
 		m.Title = fmt.Sprintf("%s %s (%s) at %s", f.Provider, f.ID, m.State, UTC(f.At))
@@ -215,13 +217,13 @@ func newBar(run trace.Run, sc scale, a trace.Attempt, tmax time.Time, showText b
 	if outcome == trace.OutcomeLost {
 		end = a.StartedAt
 	}
-	x0, x1 := sc.x(a.StartedAt), sc.x(end)
+	x0, x1 := sc.pos(a.StartedAt), sc.pos(end)
 	w := x1 - x0
 	if w < minBarW {
 		w = minBarW
 	}
 	b := Bar{
-		X: pct(chartX0 + x0), W: pct(w), Number: a.Number, Outcome: outcome,
+		X: pct(x0), W: pct(w), Number: a.Number, Outcome: outcome,
 		Label: OutcomeLabel(outcome), Ghost: outcome == trace.OutcomeReplayed, Deduplicated: a.Deduplicated,
 		ShowText: showText, Anchor: AttemptAnchor(a.StepID, a.Number), Href: AttemptURL(run.Execution.ID, a.StepID, a.Number),
 	}
@@ -229,10 +231,13 @@ func newBar(run trace.Run, sc scale, a trace.Attempt, tmax time.Time, showText b
 		b.Label += " — from journal, tool not called"
 	}
 	// Text goes right of the bar, or left of it near the right edge.
-	if chartX0+x0+w < 80 {
-		b.TextX, b.TextAnchor = pct(chartX0+x0+w+0.4), "start"
-	} else {
-		b.TextX, b.TextAnchor = pct(chartX0+x0-0.4), "end"
+	switch {
+	case w >= 9:
+		b.TextX, b.TextAnchor, b.Inside = pct(x0+0.5), "start", true
+	case x0 < 80:
+		b.TextX, b.TextAnchor = pct(x0), "start" // below the bar, from its start
+	default:
+		b.TextX, b.TextAnchor = pct(x0+w), "end"
 	}
 	parts := []string{fmt.Sprintf("attempt %d: %s", a.Number, outcome)}
 	if a.Deduplicated {
@@ -251,7 +256,7 @@ func newBar(run trace.Run, sc scale, a trace.Attempt, tmax time.Time, showText b
 // OutcomeLabel is an outcome with its icon, so it never relies on colour.
 func OutcomeLabel(o trace.Outcome) string {
 	icon := map[trace.Outcome]string{
-		trace.OutcomeOK: "✓", trace.OutcomeError: "✗", trace.OutcomeTimeout: "⏱",
+		trace.OutcomeOK: "✓", trace.OutcomeError: "✗", trace.OutcomeTimeout: "◔",
 		trace.OutcomeReplayed: "↺", trace.OutcomeRunning: "…", trace.OutcomeLost: "?",
 	}[o]
 	return strings.TrimSpace(icon + " " + string(o))
@@ -359,7 +364,8 @@ func newScale(tmin, tmax time.Time, gaps []trace.Gap) scale {
 }
 
 func newGapMark(g trace.Gap, x, w float64) GapMark {
-	m := GapMark{X: pct(chartX0 + x), W: pct(w), Mid: pct(chartX0 + x + w/2), Kind: g.Kind, Seconds: g.Seconds()}
+	x, w = chartX0+x*chartW/100, w*chartW/100
+	m := GapMark{X: pct(x), W: pct(w), Mid: pct(x + w/2), Kind: g.Kind, Seconds: g.Seconds()}
 	length := Duration(g.End.Sub(g.Start))
 	if g.Kind == trace.GapCrash {
 		m.Label = length + " — no process running"
@@ -378,6 +384,9 @@ func orDash(s string) string {
 	}
 	return s
 }
+
+// pos is the position of t as a percentage of the whole SVG's width.
+func (s scale) pos(t time.Time) float64 { return chartX0 + s.x(t)*chartW/100 }
 
 // x is the chart position of t, 0–100.
 func (s scale) x(t time.Time) float64 {
@@ -401,7 +410,7 @@ func (s scale) x(t time.Time) float64 {
 func (s scale) ticks() []Tick {
 	var out []Tick
 	add := func(t time.Time) {
-		x := chartX0 + s.x(t)
+		x := s.pos(t)
 		if len(out) > 0 {
 			if last := out[len(out)-1]; last.X == pct(x) {
 				return
