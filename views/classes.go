@@ -74,9 +74,13 @@ func barLabelClass(b Bar) string {
 	return "bar-label"
 }
 
-func labelY(l Lane, b Bar) int {
+// Inside a lane: the bar spans 6–24 px; its label sits inside it when
+// it fits, else below it.
+func labelY(b Bar) string {
 	if b.Inside {
-		return l.InsideY
+		return "19"
 	}
-	return l.TextY
+	return "39"
 }
+
+func laneTransform(l Lane) string { return "translate(0 " + px(l.Y) + ")" }

@@ -76,14 +76,14 @@ func domID(prefix string, parts ...string) string {
 		h.Write([]byte(p))
 		h.Write([]byte{0})
 	}
-	return fmt.Sprintf("%s-%x", prefix, h.Sum64())
+	return fmt.Sprintf("%s-%012x", prefix, h.Sum64()>>16)
 }
 
-// AttemptAnchor is the HTML id of an attempt's detail.
-func AttemptAnchor(stepID string, n int) string { return domID("attempt", stepID, fmt.Sprint(n)) }
+// AttemptAnchor is the HTML id of an attempt in the timeline.
+func AttemptAnchor(stepID string, n int) string { return domID("a", stepID, fmt.Sprint(n)) }
 
-// EffectAnchor is the HTML id of an effect's detail.
-func EffectAnchor(provider, id string) string { return domID("effect", provider, id) }
+// EffectAnchor is the HTML id of an effect in the timeline.
+func EffectAnchor(provider, id string) string { return domID("e", provider, id) }
 
 // ExecutionURL is the permalink of an execution's page.
 func ExecutionURL(id string) string { return "/executions/" + url.PathEscape(id) }

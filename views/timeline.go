@@ -58,8 +58,7 @@ type GapMark struct {
 
 // Lane is one step.
 type Lane struct {
-	Y, BarY, TextY int
-	InsideY        int // baseline of a label drawn inside its bar
+	Y int // top of the lane; everything inside is drawn relative to it
 	StepID         string
 	Tool           string
 	Effect         trace.EffectClass
@@ -152,7 +151,7 @@ func NewTimeline(in TimelineInput) Timeline {
 	laneOf := map[string]int{}
 	for i, s := range steps {
 		y := axisH + i*laneH
-		lane := Lane{Y: y, BarY: y + 6, TextY: y + 39, InsideY: y + 19, StepID: s.ID, Tool: s.ToolName(), Effect: s.Class()}
+		lane := Lane{Y: y, StepID: s.ID, Tool: s.ToolName(), Effect: s.Class()}
 		showText := !tl.Compact && len(s.Attempts) <= 6
 		for j, a := range s.Attempts {
 			lane.Bars = append(lane.Bars, newBar(run, sc, a, tmax, showText))

@@ -25,7 +25,7 @@
     shown = link;
     document.querySelectorAll(".selected").forEach(function (el) { el.classList.remove("selected"); });
     link.classList.add("selected");
-    fetch(link.getAttribute("data-detail"), { headers: { "X-Oncetrace-Fragment": "1" } })
+    fetch(link.getAttribute("href"), { headers: { "X-Oncetrace-Fragment": "1" } })
       .then(function (r) { if (!r.ok) throw new Error(r.status); return r.text(); })
       .then(function (html) {
         if (shown !== link) return;
@@ -35,22 +35,23 @@
       })
       .catch(function () { window.location.href = link.getAttribute("href"); });
   }
+  var detailLinks = ".attempt-link, .effect-link";
   document.addEventListener("click", function (e) {
-    var link = e.target.closest && e.target.closest("[data-detail]");
+    var link = e.target.closest && e.target.closest(detailLinks);
     if (!link || !panel) return;
     e.preventDefault();
     shown = null;
     show(link);
   });
   document.addEventListener("focusin", function (e) {
-    var link = e.target.closest && e.target.closest("[data-detail]");
+    var link = e.target.closest && e.target.closest(detailLinks);
     if (link) show(link);
   });
   // A finding's link to #attempt-… focuses that attempt, which opens it.
   function focusHash() {
     if (!location.hash) return;
     var el = document.getElementById(decodeURIComponent(location.hash.slice(1)));
-    if (el && el.hasAttribute("data-detail")) el.focus();
+    if (el && el.matches(detailLinks)) el.focus();
   }
   window.addEventListener("hashchange", focusHash);
   localTimes(document);
