@@ -58,15 +58,15 @@ type GapMark struct {
 
 // Lane is one step.
 type Lane struct {
-	Y int // top of the lane; everything inside is drawn relative to it
-	StepID         string
-	Tool           string
-	Effect         trace.EffectClass
-	Bars           []Bar
-	Arrows         []Arrow
-	EffectCount    int
-	CountLabel     string // "2 emails for step-4"
-	Duplicate      bool
+	Y           int // top of the lane; everything inside is drawn relative to it
+	StepID      string
+	Tool        string
+	Effect      trace.EffectClass
+	Bars        []Bar
+	Arrows      []Arrow
+	EffectCount int
+	CountLabel  string // "2 emails for step-4"
+	Duplicate   bool
 }
 
 // Bar is one attempt.
