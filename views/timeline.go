@@ -156,8 +156,10 @@ func NewTimeline(in TimelineInput) Timeline {
 		for j, a := range s.Attempts {
 			lane.Bars = append(lane.Bars, newBar(run, sc, a, tmax, showText))
 			if j > 0 && !tl.Compact {
+				// From where the previous attempt ended, or, if it never
+				// did, from where it started.
 				prev := s.Attempts[j-1]
-				lane.Arrows = append(lane.Arrows, Arrow{X1: pct(sc.pos(endOr(prev, tmax))), X2: pct(sc.pos(a.StartedAt))})
+				lane.Arrows = append(lane.Arrows, Arrow{X1: pct(sc.pos(endOr(prev, prev.StartedAt))), X2: pct(sc.pos(a.StartedAt))})
 			}
 		}
 		if es := stepEffects[s.ID]; len(es) > 0 {

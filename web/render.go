@@ -27,7 +27,7 @@ func wantsFragment(c echo.Context) bool {
 
 func isAPI(c echo.Context) bool {
 	p := c.Request().URL.Path
-	return strings.HasPrefix(p, "/api/") || p == "/healthz"
+	return strings.HasPrefix(p, "/api/") || strings.HasPrefix(p, "/sandbox/") || p == "/healthz"
 }
 
 // contentSecurityPolicy forbids inline script and style: pages need

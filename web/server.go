@@ -15,6 +15,7 @@ import (
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 	"github.com/oncetrace/oncetrace/views"
+	"github.com/oncetrace/oncetrace/web/sandbox"
 )
 
 // Config is what the server needs; cmd/oncetrace fills it from flags.
@@ -25,12 +26,16 @@ type Config struct {
 	Analysis    trace.Config
 	IngestToken string // when set, POST endpoints need "Authorization: Bearer <token>"
 	Logger      *slog.Logger
+	// Sandbox configures the built-in mail provider; its Recorder is set
+	// by New.
+	Sandbox sandbox.Config
 }
 
 // Server serves the UI and the APIs.
 type Server struct {
-	cfg  Config
-	echo *echo.Echo
+	cfg     Config
+	echo    *echo.Echo
+	sandbox *sandbox.Sandbox
 }
 
 // New builds the server and its routes.
@@ -40,7 +45,11 @@ func New(cfg Config) *Server {
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	s := &Server{cfg: cfg, echo: e}
+	cfg.Sandbox.Recorder = effectRecorder{writer: cfg.Writer, limits: cfg.Limits}
+	if cfg.Sandbox.Logger == nil {
+		cfg.Sandbox.Logger = cfg.Logger
+	}
+	s := &Server{cfg: cfg, echo: e, sandbox: sandbox.New(cfg.Sandbox)}
 	e.HTTPErrorHandler = s.handleError
 	s.routes()
 	return s
@@ -67,6 +76,13 @@ func (s *Server) routes() {
 	api.GET("/effects", s.handleEffectList)
 	api.GET("/findings", s.handleFindingList)
 	api.GET("/keys/:key", s.handleKeyShow)
+
+	box := e.Group("/sandbox")
+	box.POST("/mail/v1/send", echo.WrapHandler(http.HandlerFunc(s.sandbox.ServeSend)), s.requireIngestToken)
+	box.GET("/faults", echo.WrapHandler(http.HandlerFunc(s.sandbox.ServeFaults)))
+	box.PUT("/faults", echo.WrapHandler(http.HandlerFunc(s.sandbox.ServeFaults)), s.requireIngestToken)
+	box.DELETE("/faults", echo.WrapHandler(http.HandlerFunc(s.sandbox.ServeFaults)), s.requireIngestToken)
+	box.GET("/log", echo.WrapHandler(http.HandlerFunc(s.sandbox.ServeLog)))
 }
 
 // ServeHTTP lets the server be used as an http.Handler.

@@ -4,8 +4,11 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 )
 
 // version is stamped by `make build` with -ldflags -X.
@@ -15,6 +18,7 @@ const usage = `oncetrace — an execution-trace viewer that makes duplicate side
 
 Usage:
   oncetrace serve   [flags]   serve the UI, the ingest and read APIs
+  oncetrace demo    [flags]   run the article's scenarios for real against a server
   oncetrace audit   [flags]   print the audit's findings; exit 1 on any critical one
   oncetrace import  [flags]   load NDJSON events into a database
   oncetrace export  [flags]   write a database's events as NDJSON
@@ -39,6 +43,10 @@ func main() {
 		if err == nil && critical {
 			os.Exit(1)
 		}
+	case "demo":
+		err = runDemoCommand(args, os.Stdout)
+	case "demo-worker": // an agent process the demo starts; not for people
+		err = runDemoWorker(args)
 	case "import":
 		err = runImport(args, os.Stdin, os.Stdout)
 	case "export":
@@ -63,4 +71,9 @@ func envOr(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// signalContext is cancelled by SIGINT or SIGTERM.
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }

@@ -9,14 +9,14 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
-	"syscall"
+	"strings"
 	"time"
 
 	"github.com/oncetrace/oncetrace/ingest"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 	"github.com/oncetrace/oncetrace/web"
+	"github.com/oncetrace/oncetrace/web/sandbox"
 )
 
 type serveConfig struct {
@@ -25,6 +25,9 @@ type serveConfig struct {
 	groupCommit           bool
 	analysis              trace.Config
 	limits                ingest.Limits
+	sandbox               sandbox.Config
+	demo                  bool
+	demoGap               time.Duration
 }
 
 func serveFlags(args []string) (serveConfig, error) {
@@ -44,6 +47,14 @@ func serveFlags(args []string) (serveConfig, error) {
 	fs.IntVar(&c.limits.JSONBytes, "max-json-bytes", c.limits.JSONBytes, "largest args or result, as canonical JSON")
 	fs.IntVar(&c.limits.TextBytes, "max-text-bytes", c.limits.TextBytes, "longest name, tool, target or error")
 	fs.IntVar(&c.limits.Labels, "max-labels", c.limits.Labels, "most labels on an execution")
+	fs.DurationVar(&c.sandbox.Retention, "sandbox-retention", 24*time.Hour, "how long the sandbox mail API keeps idempotency keys")
+	fs.Func("sandbox-fault", "standing sandbox fault, e.g. lose-response;p=0.3 or latency=500ms (repeatable; see docs/sandbox.md)", func(v string) error {
+		fs, err := sandbox.ParseFaults(v)
+		c.sandbox.Faults = append(c.sandbox.Faults, fs...)
+		return err
+	})
+	fs.BoolVar(&c.demo, "demo", false, "run the demo's scenarios against this server in the background at start-up (once per database)")
+	fs.DurationVar(&c.demoGap, "demo-gap", 0, "with --demo: how long the crash scenarios wait with no process running (default: just over --gap-threshold)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -79,7 +90,7 @@ func runServe(args []string) error {
 		return err
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signalContext()
 	defer stop()
 
 	db, err := store.Open(ctx, c.db, store.Sync(c.sync))
@@ -91,7 +102,7 @@ func runServe(args []string) error {
 	wcfg.Analysis = c.analysis
 	wcfg.GroupCommit = c.groupCommit
 	writer := ingest.NewWriter(db, wcfg)
-	srv := web.New(web.Config{DB: db, Writer: writer, Limits: c.limits, Analysis: c.analysis, IngestToken: c.token, Logger: logger})
+	srv := web.New(web.Config{DB: db, Writer: writer, Limits: c.limits, Analysis: c.analysis, IngestToken: c.token, Logger: logger, Sandbox: c.sandbox})
 
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
@@ -102,6 +113,15 @@ func runServe(args []string) error {
 	logger.Info("oncetrace serving", "url", "http://"+ln.Addr().String(), "db", c.db, "sync", c.sync, "version", version)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- httpServer.Serve(ln) }()
+	demoDone := make(chan struct{})
+	if c.demo {
+		go func() {
+			defer close(demoDone)
+			serveDemo(ctx, db, c, "http://"+ln.Addr().String(), logger)
+		}()
+	} else {
+		close(demoDone)
+	}
 
 	select {
 	case err := <-serveErr:
@@ -112,7 +132,41 @@ func runServe(args []string) error {
 	logger.Info("shutting down: finishing requests, then draining the writer")
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
+	<-demoDone // the demo stops with ctx; its agent processes are killed
 	err = httpServer.Shutdown(shutdownCtx)
 	writer.Close() // commits whatever is queued before the database closes
 	return err
+}
+
+// serveDemo loads the demo into a database that does not have it yet, in
+// the background, so the first page is served at once.
+func serveDemo(ctx context.Context, db *store.DB, c serveConfig, server string, logger *slog.Logger) {
+	existing, _, err := db.ListExecutions(ctx, store.ExecutionFilter{Q: "demo-", Limit: 1})
+	if err != nil {
+		logger.Error("demo: cannot look for earlier demo runs", "err", err)
+		return
+	}
+	if len(existing) > 0 {
+		logger.Info("demo: this database already holds the demo; not running it again", "execution", existing[0].ID)
+		return
+	}
+	gap := c.demoGap
+	if gap <= 0 {
+		// Just over the gap threshold, so the crash scenarios show a crash gap.
+		gap = max(3*time.Second, c.analysis.GapThreshold+time.Second)
+	}
+	out := &logWriter{logger: logger}
+	if _, err := runDemo(ctx, demoOptions{server: server, token: c.token, gap: gap, timeout: time.Second, out: out}); err != nil && ctx.Err() == nil {
+		logger.Error("demo failed", "err", err)
+	}
+}
+
+// logWriter turns the demo's lines into log records.
+type logWriter struct{ logger *slog.Logger }
+
+func (w *logWriter) Write(p []byte) (int, error) {
+	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		w.logger.Info(line)
+	}
+	return len(p), nil
 }
