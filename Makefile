@@ -8,9 +8,9 @@ FUZZTIME ?= 10s
 
 .PHONY: run test unit fuzz bench build lint generate check-generated clean
 
-## run: serve the UI and APIs on $(ADDR) with the SQLite file $(DB)
+## run: serve the UI and APIs on $(ADDR) with the SQLite file $(DB), the demo loaded once
 run:
-	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/oncetrace serve --addr $(ADDR) --db $(DB)
+	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/oncetrace serve --addr $(ADDR) --db $(DB) --demo
 
 ## test: lint, stale generated code, every test with the race detector, short fuzzing
 test: lint check-generated unit fuzz
