@@ -87,7 +87,7 @@ func ReadBody(body io.Reader, contentEncoding string, limit int64) ([]byte, erro
 		if errors.As(err, &tooLarge) {
 			return nil, requestError(http.StatusRequestEntityTooLarge, "body: larger than the limit of %d bytes", tooLarge.Limit)
 		}
-		if contentEncoding != "" {
+		if _, gzipped := body.(*gzip.Reader); gzipped {
 			return nil, gzipError(err)
 		}
 		return nil, requestError(http.StatusBadRequest, "body: %v", err)
@@ -152,18 +152,18 @@ func split(data []byte, format Format, lim Limits) ([]json.RawMessage, error) {
 			return nil, invalidJSON(err)
 		}
 	case '{':
-		var envelope struct {
-			Events json.RawMessage `json:"events"`
-			Type   json.RawMessage `json:"type"`
-		}
+		// A map, not a struct: keys match exactly, as in events, so that
+		// {"Events":[...]} is not taken for an envelope.
+		var envelope map[string]json.RawMessage
 		if err := json.Unmarshal(data, &envelope); err != nil {
 			return nil, invalidJSON(err)
 		}
-		if envelope.Events == nil || envelope.Type != nil {
+		events, isEnvelope := envelope["events"]
+		if _, hasType := envelope["type"]; !isEnvelope || hasType {
 			raws = []json.RawMessage{data}
 			break
 		}
-		if err := json.Unmarshal(envelope.Events, &raws); err != nil {
+		if err := json.Unmarshal(events, &raws); err != nil {
 			return nil, requestError(http.StatusBadRequest, "events: must be an array of event objects")
 		}
 	default:

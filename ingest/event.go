@@ -357,8 +357,8 @@ func (f *fields) labels(name string) map[string]string {
 		return nil
 	}
 	out := make(map[string]string, len(m))
-	for k, v := range m {
-		s, isString := v.(string)
+	for _, k := range sortedKeys(m) { // sorted, so the first error is always the same one
+		s, isString := m[k].(string)
 		switch {
 		case !isString:
 			f.fail("%s.%s: must be a string", name, k)
@@ -396,3 +396,7 @@ func sortedKeys(m map[string]any) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// ParseStored reads back an event from the raw log: what was accepted once
+// is read whatever the limits are today.
+func ParseStored(body []byte) (trace.Event, error) { return ParseEvent(body, storedLimits) }

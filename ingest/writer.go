@@ -34,9 +34,11 @@ type WriterConfig struct {
 	// QueueWait is how long a request waits for room in a full queue
 	// before it is refused with ErrOverloaded.
 	QueueWait time.Duration
-	// OnCommit, if set, is called after each commit with the events it
+	// OnCommit, if set, is called after each commit with what it stored
+	// and what the audit concluded anew. It runs on the writer goroutine,
+	// so it must not block (the live hub drops slow readers instead).
 	// stored, in sequence order. It must not block.
-	OnCommit func([]Committed)
+	OnCommit func(Commit)
 	// Now is the clock for received_at; time.Now when nil.
 	Now func() time.Time
 }
@@ -54,6 +56,16 @@ var DefaultWriterConfig = WriterConfig{
 type Committed struct {
 	Seq   int64
 	Event trace.Event
+}
+
+// Commit is what one transaction changed.
+type Commit struct {
+	Events []Committed // in sequence order
+	// Executions are those re-audited: the ones the events name, and every
+	// one whose findings the events can change (a shared key, an effect).
+	Executions []string
+	// NewCritical are critical findings that did not exist before it.
+	NewCritical []trace.Finding
 }
 
 // Result is what a request's events did.
@@ -180,9 +192,10 @@ func (w *Writer) run() {
 func (w *Writer) commit(group []*request) {
 	results := make([]requestDone, len(group))
 	var committed []Committed
+	var analysed analysis
 	received := w.cfg.Now()
 	err := w.db.Update(context.Background(), func(tx *store.Tx) error {
-		committed = committed[:0]
+		committed, analysed = committed[:0], analysis{}
 		touched := map[string]trace.Event{} // entity -> one of its new events
 		for i, req := range group {
 			results[i] = requestDone{}
@@ -200,7 +213,9 @@ func (w *Writer) commit(group []*request) {
 		if len(touched) == 0 {
 			return nil
 		}
-		return materialise(tx, touched, w.cfg.Analysis)
+		var err error
+		analysed, err = materialise(tx, touched, w.cfg.Analysis)
+		return err
 	})
 	for i, req := range group {
 		if err != nil {
@@ -209,7 +224,7 @@ func (w *Writer) commit(group []*request) {
 		req.done <- results[i]
 	}
 	if err == nil && w.cfg.OnCommit != nil && len(committed) > 0 {
-		w.cfg.OnCommit(committed)
+		w.cfg.OnCommit(Commit{Events: committed, Executions: analysed.executions, NewCritical: analysed.newCritical})
 	}
 }
 
@@ -247,7 +262,14 @@ var storedLimits = Limits{BodyBytes: math.MaxInt64, Events: math.MaxInt, IDBytes
 // materialise refolds every touched entity from all of its stored events,
 // so the result never depends on arrival order, then re-audits every
 // execution whose findings the change can affect.
-func materialise(tx *store.Tx, touched map[string]trace.Event, cfg trace.Config) error {
+// analysis is what materialise concluded.
+type analysis struct {
+	executions  []string
+	newCritical []trace.Finding
+}
+
+func materialise(tx *store.Tx, touched map[string]trace.Event, cfg trace.Config) (analysis, error) {
+	var out analysis
 	executions := map[string]bool{}
 	keys := map[string]bool{}
 	var effectRefs []trace.EffectRef
@@ -263,30 +285,52 @@ func materialise(tx *store.Tx, touched map[string]trace.Event, cfg trace.Config)
 	for _, entity := range entities {
 		bodies, err := tx.EntityBodies(entity)
 		if err != nil {
-			return err
+			return out, err
 		}
 		events := make([]trace.Event, 0, len(bodies))
 		for _, b := range bodies {
 			ev, err := ParseEvent(b, storedLimits)
 			if err != nil {
-				return fmt.Errorf("ingest: stored event of %q no longer parses: %w", entity, err)
+				return out, fmt.Errorf("ingest: stored event of %q no longer parses: %w", entity, err)
 			}
 			events = append(events, ev)
+		}
+		// A refold may change an attempt's key or what an effect names, and
+		// whatever the entity named before must be re-audited as well;
+		// every value it ever had came from one of its events. Every
+		// execution an event names exists, whichever value the fold keeps.
+		for _, ev := range events {
+			switch ev.Type {
+			case trace.EventAttempt:
+				if k := ev.Attempt.IdempotencyKey; k != "" {
+					keys[k] = true
+				}
+			case trace.EventEffect:
+				if k := ev.Effect.IdempotencyKey; k != "" {
+					keys[k] = true
+				}
+				if x := ev.Effect.ExecutionID; x != "" {
+					if err := tx.EnsureExecution(x); err != nil {
+						return out, err
+					}
+					executions[x] = true
+				}
+			}
 		}
 		switch touched[entity].Type {
 		case trace.EventExecution:
 			x := trace.FoldExecution(events)
 			if err := tx.PutExecution(x); err != nil {
-				return err
+				return out, err
 			}
 			executions[x.ID] = true
 		case trace.EventAttempt:
 			a := trace.FoldAttempt(events)
 			if err := tx.EnsureExecution(a.ExecutionID); err != nil {
-				return err
+				return out, err
 			}
 			if err := tx.PutAttempt(a); err != nil {
-				return err
+				return out, err
 			}
 			executions[a.ExecutionID] = true
 			steps = append(steps, store.StepRef{ExecutionID: a.ExecutionID, StepID: a.StepID})
@@ -299,7 +343,7 @@ func materialise(tx *store.Tx, touched map[string]trace.Event, cfg trace.Config)
 				checkedProviders[f.Provider] = true
 				fed, err := tx.HasEffects(f.Provider)
 				if err != nil {
-					return err
+					return out, err
 				}
 				if !fed {
 					newlyFed = append(newlyFed, f.Provider)
@@ -307,12 +351,12 @@ func materialise(tx *store.Tx, touched map[string]trace.Event, cfg trace.Config)
 			}
 			if f.ExecutionID != "" {
 				if err := tx.EnsureExecution(f.ExecutionID); err != nil {
-					return err
+					return out, err
 				}
 				executions[f.ExecutionID] = true
 			}
 			if err := tx.PutEffect(f); err != nil {
-				return err
+				return out, err
 			}
 			effectRefs = append(effectRefs, trace.EffectRef{Provider: f.Provider, ID: f.ID})
 			if f.IdempotencyKey != "" {
@@ -324,15 +368,15 @@ func materialise(tx *store.Tx, touched map[string]trace.Event, cfg trace.Config)
 	keyList := setList(keys)
 	orphanExecutions, err := tx.RecheckOrphans(effectRefs, keyList, steps)
 	if err != nil {
-		return err
+		return out, err
 	}
 	keyExecutions, err := tx.ExecutionsWithKeys(keyList)
 	if err != nil {
-		return err
+		return out, err
 	}
 	providerExecutions, err := tx.ExecutionsWritingTo(newlyFed)
 	if err != nil {
-		return err
+		return out, err
 	}
 	for _, list := range [][]string{orphanExecutions, keyExecutions, providerExecutions} {
 		for _, id := range list {
@@ -341,18 +385,107 @@ func materialise(tx *store.Tx, touched map[string]trace.Event, cfg trace.Config)
 	}
 	fed, err := tx.FedProviders()
 	if err != nil {
-		return err
+		return out, err
 	}
+	runs := make([]trace.Run, 0, len(executions))
 	for _, id := range setList(executions) {
 		run, err := tx.LoadRun(id, fed)
 		if err != nil {
-			return err
+			return out, err
 		}
-		if err := tx.SaveAnalysis(run, trace.AuditRun(run, cfg), trace.EffectStates(run), run.Counts()); err != nil {
-			return err
+		runs = append(runs, run)
+	}
+	states, err := ownerEffectStates(tx, runs, fed)
+	if err != nil {
+		return out, err
+	}
+	for _, run := range runs {
+		runStates := map[trace.EffectRef]trace.MatchState{}
+		for _, f := range run.Effects {
+			if st, ok := states[f.Ref()]; ok {
+				runStates[f.Ref()] = st
+			}
+		}
+		before, err := tx.CriticalFindings(run.Execution.ID)
+		if err != nil {
+			return out, err
+		}
+		findings := trace.AuditRun(run, cfg)
+		if err := tx.SaveAnalysis(run, findings, runStates, run.Counts()); err != nil {
+			return out, err
+		}
+		out.executions = append(out.executions, run.Execution.ID)
+		out.newCritical = append(out.newCritical, newCritical(before, findings)...)
+	}
+	return out, nil
+}
+
+// newCritical returns the critical findings of after that before lacked.
+func newCritical(before, after []trace.Finding) []trace.Finding {
+	seen := map[string]bool{}
+	for _, f := range before {
+		seen[findingIdentity(f)] = true
+	}
+	var out []trace.Finding
+	for _, f := range after {
+		if f.Severity == trace.SeverityCritical && !seen[findingIdentity(f)] {
+			out = append(out, f)
 		}
 	}
-	return nil
+	return out
+}
+
+func findingIdentity(f trace.Finding) string {
+	return string(f.Rule) + "\x00" + f.ExecutionID + "\x00" + f.StepID + "\x00" + f.IdempotencyKey
+}
+
+// ownerEffectStates judges each effect of the runs as World.EffectStates
+// does: a duplicate when any execution it belongs to (the one it names, and
+// every one that sent its key) sees it as one. Judged by the last run
+// analysed alone, an effect two executions share would depend on which of
+// them a commit happened to touch.
+func ownerEffectStates(tx *store.Tx, runs []trace.Run, fed map[string]bool) (map[trace.EffectRef]trace.MatchState, error) {
+	states := map[trace.EffectRef]trace.MatchState{}
+	merge := func(run trace.Run) {
+		for ref, st := range trace.EffectStates(run) {
+			if states[ref] != trace.MatchDuplicate {
+				states[ref] = st
+			}
+		}
+	}
+	loaded := map[string]bool{}
+	owners := map[string]bool{}
+	keys := map[string]bool{}
+	for _, run := range runs {
+		loaded[run.Execution.ID] = true
+		merge(run)
+		for _, f := range run.Effects {
+			if f.ExecutionID != "" {
+				owners[f.ExecutionID] = true
+			}
+			if f.IdempotencyKey != "" {
+				keys[f.IdempotencyKey] = true
+			}
+		}
+	}
+	byKey, err := tx.ExecutionsWithKeys(setList(keys))
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range byKey {
+		owners[id] = true
+	}
+	for _, id := range setList(owners) {
+		if loaded[id] {
+			continue
+		}
+		run, err := tx.LoadRun(id, fed)
+		if err != nil {
+			return nil, err
+		}
+		merge(run)
+	}
+	return states, nil
 }
 
 func setList(set map[string]bool) []string {

@@ -361,3 +361,60 @@ func (db *DB) AttemptsWithKey(ctx context.Context, key string) ([]trace.Attempt,
 	}
 	return attempts, nil
 }
+
+// StoredEvent is one event of the raw log with its sequence number.
+type StoredEvent struct {
+	Seq  int64
+	Body []byte
+}
+
+// EventsAfter returns up to limit events with a sequence number above
+// after, in order; executionID, when set, selects one execution's events.
+func (db *DB) EventsAfter(ctx context.Context, after int64, executionID string, limit int) ([]StoredEvent, error) {
+	query, args := `SELECT seq, body FROM events WHERE seq > ?`, []any{after}
+	if executionID != "" {
+		query, args = query+` AND execution_id = ?`, append(args, executionID)
+	}
+	rows, err := db.read.QueryContext(ctx, query+` ORDER BY seq LIMIT ?`, append(args, limit)...)
+	if err != nil {
+		return nil, fmt.Errorf("store: events after %d: %w", after, err)
+	}
+	defer rows.Close()
+	var out []StoredEvent
+	for rows.Next() {
+		var e StoredEvent
+		if err := rows.Scan(&e.Seq, &e.Body); err != nil {
+			return nil, fmt.Errorf("store: events after %d: %w", after, err)
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// LastSeq is the sequence number of the newest stored event, 0 when none.
+func (db *DB) LastSeq(ctx context.Context) (int64, error) {
+	var n int64
+	err := db.read.QueryRowContext(ctx, `SELECT coalesce(max(seq), 0) FROM events`).Scan(&n)
+	return n, err
+}
+
+// ExecutionNames returns the names of the executions asked for.
+func (db *DB) ExecutionNames(ctx context.Context, ids []string) (map[string]string, error) {
+	out := make(map[string]string, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	rows, err := db.read.QueryContext(ctx, `SELECT execution_id, name FROM executions WHERE execution_id IN (`+placeholders(len(ids))+`)`, stringsAsAny(ids)...)
+	if err != nil {
+		return nil, fmt.Errorf("store: execution names: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, name string
+		if err := rows.Scan(&id, &name); err != nil {
+			return nil, fmt.Errorf("store: execution names: %w", err)
+		}
+		out[id] = name
+	}
+	return out, rows.Err()
+}

@@ -197,13 +197,15 @@ func (t *Tx) ExecutionsWithKeys(keys []string) ([]string, error) {
 	return t.strings(`SELECT DISTINCT execution_id FROM attempts WHERE idempotency_key IN (`+placeholders(len(keys))+`)`, stringsAsAny(keys)...)
 }
 
-// ExecutionsWritingTo returns the executions with a write attempt naming
-// one of the providers.
+// ExecutionsWritingTo returns the executions with an attempt naming one of
+// the providers. The attempt's own class is not checked: a step takes its
+// class and its provider from whichever attempts name them, not
+// necessarily the same one.
 func (t *Tx) ExecutionsWritingTo(providers []string) ([]string, error) {
 	if len(providers) == 0 {
 		return nil, nil
 	}
-	return t.strings(`SELECT DISTINCT execution_id FROM attempts WHERE effect = 'write' AND provider IN (`+placeholders(len(providers))+`)`, stringsAsAny(providers)...)
+	return t.strings(`SELECT DISTINCT execution_id FROM attempts WHERE provider IN (`+placeholders(len(providers))+`)`, stringsAsAny(providers)...)
 }
 
 func (t *Tx) strings(query string, args ...any) ([]string, error) {
@@ -317,6 +319,29 @@ func (t *Tx) insertFinding(source string, f trace.Finding) error {
 // LoadRun reads one execution for analysis inside the transaction.
 func (t *Tx) LoadRun(id string, fed map[string]bool) (trace.Run, error) {
 	return loadRun(t.ctx, t.tx, id, fed)
+}
+
+// CriticalFindings returns the critical findings the last analysis of an
+// execution stored.
+func (t *Tx) CriticalFindings(executionID string) ([]trace.Finding, error) {
+	rows, err := t.tx.QueryContext(t.ctx, `SELECT body FROM findings WHERE execution_id = ? AND source = 'run' AND severity = 'critical'`, executionID)
+	if err != nil {
+		return nil, fmt.Errorf("store: critical findings of %s: %w", executionID, err)
+	}
+	defer rows.Close()
+	var out []trace.Finding
+	for rows.Next() {
+		var body []byte
+		var f trace.Finding
+		if err := rows.Scan(&body); err != nil {
+			return nil, fmt.Errorf("store: critical findings of %s: %w", executionID, err)
+		}
+		if err := json.Unmarshal(body, &f); err != nil {
+			return nil, fmt.Errorf("store: critical findings of %s: %w", executionID, err)
+		}
+		out = append(out, f)
+	}
+	return out, rows.Err()
 }
 
 // SaveAnalysis replaces what was derived about one execution: its findings,

@@ -341,7 +341,12 @@ func (au auditor) keyCollisions() []Finding {
 			byKey[k] = append(byKey[k], carrier{stepLabel(s), s.ID, true, a.Number, a.Args})
 		}
 	}
-	for _, p := range au.run.Peers {
+	// Peers are a set, loaded in whatever order a store keeps them; sorted,
+	// the message reads the same from a fresh audit and an incremental one.
+	peers := slices.SortedStableFunc(slices.Values(au.run.Peers), func(a, b Attempt) int {
+		return cmp.Or(cmp.Compare(a.ExecutionID, b.ExecutionID), cmp.Compare(a.StepID, b.StepID), cmp.Compare(a.Number, b.Number))
+	})
+	for _, p := range peers {
 		k := p.IdempotencyKey
 		if _, ok := byKey[k]; !ok || p.ExecutionID == au.run.Execution.ID {
 			continue // not a key of this run, or an attempt already counted above

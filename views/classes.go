@@ -67,6 +67,16 @@ func effectIcon(s trace.MatchState) string {
 	return "◆"
 }
 
+// stateLabel is an effect's state in a table or a detail: its icon and the
+// word once ("◆ duplicate", not "◆ duplicate duplicate").
+func stateLabel(s trace.MatchState) string {
+	switch s {
+	case trace.MatchDuplicate, trace.MatchOrphan:
+		return effectIcon(s)
+	}
+	return "◆ " + string(s)
+}
+
 func barLabelClass(b Bar) string {
 	if b.Inside && !b.Ghost {
 		return "bar-label inside"

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
-	"math"
 	"net/url"
 	"strings"
 	"time"
@@ -27,9 +26,9 @@ func Duration(d time.Duration) string {
 	case d < time.Minute:
 		return trimZero(fmt.Sprintf("%.1f", d.Seconds())) + " s"
 	case d < time.Hour:
-		m := int(d.Minutes())
-		s := int(math.Round(d.Seconds())) - 60*m
-		return fmt.Sprintf("%d min %d s", m, s)
+		// Round once, so 4 min 59.6 s reads 5 min 0 s, not 4 min 60 s.
+		r := d.Round(time.Second)
+		return fmt.Sprintf("%d min %d s", int(r/time.Minute), int(r%time.Minute/time.Second))
 	case d < 48*time.Hour:
 		h := int(d.Hours())
 		return fmt.Sprintf("%d h %d min", h, int(d.Minutes())-60*h)

@@ -72,6 +72,9 @@ type ExecutionView struct {
 	Timeline   Timeline
 	ShowAllURL string
 	Gaps       []trace.Gap
+	// LiveURL, while the execution runs, is the WebSocket that pushes the
+	// page's fragments again as they change.
+	LiveURL string
 }
 
 // Clean reports whether the execution has no critical finding.
@@ -144,4 +147,68 @@ func TimeOrDash(t time.Time) string {
 		return "—"
 	}
 	return UTC(t)
+}
+
+// LiveFilterView is the live page's form.
+type LiveFilterView struct {
+	ExecutionID, Name, Provider string
+	FindingsOnly                bool
+}
+
+// LiveView is the live page.
+type LiveView struct {
+	Filter    LiveFilterView
+	Rows      []LiveRowView // newest first
+	SocketURL string        // resumes after the newest row
+	Cap       int           // rows kept on the page
+}
+
+// LiveRowView is one row of the live tail.
+type LiveRowView struct {
+	Seq          int64
+	At           time.Time
+	ExecutionID  string
+	What         string // "attempt 2 of step-4", "effect", "execution completed"
+	Detail       string
+	Outcome      trace.Outcome
+	Deduplicated bool
+	Key          string
+	Finding      *trace.Finding
+}
+
+// NewLiveRow describes an event for the live tail.
+func NewLiveRow(seq int64, ev trace.Event) LiveRowView {
+	r := LiveRowView{Seq: seq, ExecutionID: ev.ExecutionID(), At: ev.When()}
+	switch ev.Type {
+	case trace.EventExecution:
+		x := ev.Execution
+		r.What = "execution"
+		if x.Status != "" {
+			r.What += " " + string(x.Status)
+		}
+		r.Detail = x.Name
+		r.Key = x.IdempotencyKey
+	case trace.EventAttempt:
+		a := ev.Attempt
+		r.What = fmt.Sprintf("%s attempt %d", a.StepID, a.Number)
+		r.Detail = a.Tool
+		if a.Provider != "" {
+			r.Detail += " → " + a.Provider
+		}
+		r.Outcome = a.Outcome
+		if a.Outcome == "" {
+			r.Outcome = trace.OutcomeRunning
+		}
+		r.Deduplicated = a.Deduplicated
+		r.Key = a.IdempotencyKey
+	case trace.EventEffect:
+		f := ev.Effect
+		r.What = "effect " + f.Provider
+		r.Detail = f.ID
+		if f.Target != "" {
+			r.Detail += " to " + f.Target
+		}
+		r.Key = f.IdempotencyKey
+	}
+	return r
 }

@@ -38,6 +38,9 @@ type Timeline struct {
 	TotalLanes  int
 	Effects     []EffectMark
 	Compact     bool
+	// Silence, while a running execution has shown no activity for longer
+	// than the gap threshold, says so: "no process seen for 12 s".
+	Silence string
 }
 
 // Tick is a label on the time axis.
@@ -111,7 +114,15 @@ type TimelineInput struct {
 	States   map[trace.EffectRef]trace.MatchState
 	MaxLanes int  // 0: DefaultMaxLanes
 	ShowAll  bool // draw every lane
+	// Now, for a live page, is the current time: a running execution's
+	// axis runs to it, running bars grow to it, and a silence longer than
+	// SilenceAfter is drawn as a gap that is still open.
+	Now          time.Time
+	SilenceAfter time.Duration
 }
+
+// silenceGap is a gap still open at the right edge of a running execution.
+const silenceGap trace.GapKind = "silence"
 
 // NewTimeline lays out an execution.
 func NewTimeline(in TimelineInput) Timeline {
@@ -131,8 +142,17 @@ func NewTimeline(in TimelineInput) Timeline {
 	if tmin.IsZero() {
 		return Timeline{Empty: true}
 	}
-	sc := newScale(tmin, tmax, in.Gaps)
-	tl := Timeline{Compact: attempts > compactAbove, TotalLanes: len(run.Steps)}
+	gaps := in.Gaps
+	var silence string
+	if live := !in.Now.IsZero() && run.Execution.Status == trace.StatusRunning; live && in.Now.After(tmax) {
+		if quiet := in.Now.Sub(tmax); in.SilenceAfter > 0 && quiet > in.SilenceAfter {
+			silence = "no process seen for " + Duration(quiet.Truncate(time.Second))
+			gaps = append(append([]trace.Gap(nil), gaps...), trace.Gap{Start: tmax, End: in.Now, Kind: silenceGap})
+		}
+		tmax = in.Now
+	}
+	sc := newScale(tmin, tmax, gaps)
+	tl := Timeline{Compact: attempts > compactAbove, TotalLanes: len(run.Steps), Silence: silence}
 	tl.Ticks = sc.ticks()
 	for _, g := range sc.gapMarks {
 		tl.Gaps = append(tl.Gaps, g)
@@ -368,9 +388,12 @@ func newGapMark(g trace.Gap, x, w float64) GapMark {
 	x, w = chartX0+x*chartW/100, w*chartW/100
 	m := GapMark{X: pct(x), W: pct(w), Mid: pct(x + w/2), Kind: g.Kind, Seconds: g.Seconds()}
 	length := Duration(g.End.Sub(g.Start))
-	if g.Kind == trace.GapCrash {
+	switch g.Kind {
+	case trace.GapCrash:
 		m.Label = length + " — no process running"
-	} else {
+	case silenceGap:
+		m.Label = "no process seen for " + length
+	default:
 		m.Label = length + " idle"
 	}
 	if g.WorkerBefore != "" || g.WorkerAfter != "" {

@@ -2,6 +2,7 @@ package web
 
 import (
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -62,18 +63,29 @@ func (s *Server) handleExecutionShowPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	showAll := c.QueryParam("lanes") == "all"
+	v := s.executionView(d, c.QueryParam("lanes") == "all", time.Time{})
+	return render(c, http.StatusOK, views.ExecutionPage(v))
+}
+
+// executionView builds the execution page's model. now is set for a live
+// re-render: running bars grow to it and a silence shows.
+func (s *Server) executionView(d executionData, showAll bool, now time.Time) views.ExecutionView {
+	id := d.run.Execution.ID
 	v := views.ExecutionView{
 		Execution: views.ExecutionRow{Execution: d.run.Execution, Counts: d.run.Counts(),
 			Findings: len(d.findings), CriticalFindings: trace.CriticalCount(d.findings)},
-		Timeline:   views.NewTimeline(views.TimelineInput{Run: d.run, Gaps: d.gaps, States: d.states, ShowAll: showAll}),
-		ShowAllURL: views.ExecutionURL(d.run.Execution.ID) + "?lanes=all",
+		Timeline: views.NewTimeline(views.TimelineInput{Run: d.run, Gaps: d.gaps, States: d.states, ShowAll: showAll,
+			Now: now, SilenceAfter: s.cfg.Analysis.GapThreshold}),
+		ShowAllURL: views.ExecutionURL(id) + "?lanes=all",
 		Gaps:       d.gaps,
+	}
+	if d.run.Execution.Status == trace.StatusRunning {
+		v.LiveURL = "/api/v1/live?" + url.Values{"view": {"execution"}, "execution_id": {id}}.Encode()
 	}
 	for _, f := range d.findings {
 		v.Findings = append(v.Findings, views.NewFindingView(f))
 	}
-	return render(c, http.StatusOK, views.ExecutionPage(v))
+	return v
 }
 
 // handleAttemptPage is GET /executions/:id/attempt?step=S&n=N, an

@@ -1,12 +1,12 @@
 package web
 
 import (
-	"context"
 	"crypto/subtle"
 	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -29,6 +29,13 @@ type Config struct {
 	// Sandbox configures the built-in mail provider; its Recorder is set
 	// by New.
 	Sandbox sandbox.Config
+	// Hub fans committed events out to live clients; the writer's OnCommit
+	// must publish to it. New makes one when it is nil (no live events).
+	Hub *Hub
+	// AllowedOrigins may open the live WebSocket besides the server's own.
+	AllowedOrigins []string
+	// Now is the clock of live pages; time.Now when nil.
+	Now func() time.Time
 }
 
 // Server serves the UI and the APIs.
@@ -36,6 +43,7 @@ type Server struct {
 	cfg     Config
 	echo    *echo.Echo
 	sandbox *sandbox.Sandbox
+	hub     *Hub
 }
 
 // New builds the server and its routes.
@@ -49,7 +57,13 @@ func New(cfg Config) *Server {
 	if cfg.Sandbox.Logger == nil {
 		cfg.Sandbox.Logger = cfg.Logger
 	}
-	s := &Server{cfg: cfg, echo: e, sandbox: sandbox.New(cfg.Sandbox)}
+	if cfg.Hub == nil {
+		cfg.Hub = NewHub(0)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &Server{cfg: cfg, echo: e, sandbox: sandbox.New(cfg.Sandbox), hub: cfg.Hub}
 	e.HTTPErrorHandler = s.handleError
 	s.routes()
 	return s
@@ -68,6 +82,7 @@ func (s *Server) routes() {
 	e.GET("/executions/:id/effect", s.handleEffectPage)
 	e.GET("/outbox", s.handleOutboxPage)
 	e.GET("/keys/:key", s.handleKeyPage)
+	e.GET("/live", s.handleLivePage)
 
 	api := e.Group("/api/v1")
 	api.POST("/events", s.handleEventsIngest, s.requireIngestToken)
@@ -76,6 +91,8 @@ func (s *Server) routes() {
 	api.GET("/effects", s.handleEffectList)
 	api.GET("/findings", s.handleFindingList)
 	api.GET("/keys/:key", s.handleKeyShow)
+	api.GET("/stream", s.handleStream)
+	api.GET("/live", s.handleLiveSocket)
 
 	box := e.Group("/sandbox")
 	box.POST("/mail/v1/send", echo.WrapHandler(http.HandlerFunc(s.sandbox.ServeSend)), s.requireIngestToken)
@@ -88,9 +105,9 @@ func (s *Server) routes() {
 // ServeHTTP lets the server be used as an http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.ServeHTTP(w, r) }
 
-// Shutdown is for symmetry with http.Server users; echo holds no state of
-// its own beyond the handler.
-func (s *Server) Shutdown(context.Context) error { return nil }
+// Close ends every live connection cleanly (WebSockets and streams are
+// hijacked or long-lived, so http.Server.Shutdown would wait for them).
+func (s *Server) Close() { s.hub.Close() }
 
 // requireIngestToken checks the bearer token when one is configured.
 func (s *Server) requireIngestToken(next echo.HandlerFunc) echo.HandlerFunc {

@@ -28,6 +28,8 @@ type serveConfig struct {
 	sandbox               sandbox.Config
 	demo                  bool
 	demoGap               time.Duration
+	liveBuffer            int
+	allowedOrigins        []string
 }
 
 func serveFlags(args []string) (serveConfig, error) {
@@ -52,6 +54,11 @@ func serveFlags(args []string) (serveConfig, error) {
 		fs, err := sandbox.ParseFaults(v)
 		c.sandbox.Faults = append(c.sandbox.Faults, fs...)
 		return err
+	})
+	fs.IntVar(&c.liveBuffer, "live-buffer", 1024, "messages a live client may fall behind before it is dropped (it then resumes from its last sequence)")
+	fs.Func("allowed-origin", "an origin besides the server's own that may open the live WebSocket (repeatable)", func(v string) error {
+		c.allowedOrigins = append(c.allowedOrigins, v)
+		return nil
 	})
 	fs.BoolVar(&c.demo, "demo", false, "run the demo's scenarios against this server in the background at start-up (once per database)")
 	fs.DurationVar(&c.demoGap, "demo-gap", 0, "with --demo: how long the crash scenarios wait with no process running (default: just over --gap-threshold)")
@@ -98,11 +105,14 @@ func runServe(args []string) error {
 		return err
 	}
 	defer db.Close()
+	hub := web.NewHub(c.liveBuffer)
 	wcfg := ingest.DefaultWriterConfig
 	wcfg.Analysis = c.analysis
 	wcfg.GroupCommit = c.groupCommit
+	wcfg.OnCommit = hub.Publish // after each commit; never blocks
 	writer := ingest.NewWriter(db, wcfg)
-	srv := web.New(web.Config{DB: db, Writer: writer, Limits: c.limits, Analysis: c.analysis, IngestToken: c.token, Logger: logger, Sandbox: c.sandbox})
+	srv := web.New(web.Config{DB: db, Writer: writer, Limits: c.limits, Analysis: c.analysis, IngestToken: c.token,
+		Logger: logger, Sandbox: c.sandbox, Hub: hub, AllowedOrigins: c.allowedOrigins})
 
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
@@ -132,7 +142,8 @@ func runServe(args []string) error {
 	logger.Info("shutting down: finishing requests, then draining the writer")
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	<-demoDone // the demo stops with ctx; its agent processes are killed
+	<-demoDone  // the demo stops with ctx; its agent processes are killed
+	srv.Close() // live connections are told and closed; Shutdown does not wait for hijacked ones
 	err = httpServer.Shutdown(shutdownCtx)
 	writer.Close() // commits whatever is queued before the database closes
 	return err

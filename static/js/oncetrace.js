@@ -56,4 +56,92 @@
   window.addEventListener("hashchange", focusHash);
   localTimes(document);
   focusHash();
+
+  // Live parts. The server renders every fragment with the components the
+  // page itself uses; this only puts the HTML in place.
+  function fragment(html) {
+    var t = document.createElement("template");
+    t.innerHTML = html.trim();
+    return t.content.firstElementChild;
+  }
+  function socketURL(path) {
+    return (location.protocol === "https:" ? "wss://" : "ws://") + location.host + path;
+  }
+  // connect opens a WebSocket and reopens it after a drop; url() is asked
+  // each time so a resume can name the last sequence seen.
+  function connect(url, onMessage, onState) {
+    var delay = 500;
+    function open() {
+      var ws = new WebSocket(socketURL(url()));
+      var ended = false;
+      ws.onopen = function () { delay = 500; onState("live"); };
+      ws.onmessage = function (e) {
+        var m = JSON.parse(e.data);
+        if (m.type === "end") { ended = true; onState("ended"); return; }
+        if (m.type === "dropped") { onState(m.reason); return; }
+        onMessage(m);
+      };
+      ws.onclose = function (e) {
+        if (ended || e.code === 1000) { onState("ended"); return; }
+        onState(e.reason || "disconnected — reconnecting");
+        setTimeout(open, delay);
+        delay = Math.min(delay * 2, 10000);
+      };
+    }
+    open();
+  }
+
+  // A running execution's page: fragments replace themselves by id.
+  var live = document.getElementById("live-execution");
+  if (live) {
+    connect(function () { return live.getAttribute("data-live-url"); }, function (m) {
+      if (m.type !== "html") return;
+      Object.keys(m.fragments || {}).forEach(function (id) {
+        var old = document.getElementById(id);
+        var next = fragment(m.fragments[id]);
+        if (old && next) { old.replaceWith(next); localTimes(next); }
+      });
+      if (shown && shown.id) { // keep the selected attempt marked
+        var again = document.getElementById(shown.id);
+        if (again) { again.classList.add("selected"); shown = again; }
+      }
+    }, function () {});
+  }
+
+  // The live tail: newest first, capped, with pause and resume.
+  var rows = document.getElementById("live-rows");
+  if (rows) {
+    var cap = parseInt(rows.getAttribute("data-cap"), 10) || 200;
+    var base = rows.getAttribute("data-live-url");
+    var lastSeq = parseInt(new URLSearchParams(base.split("?")[1]).get("after"), 10) || 0;
+    var paused = false, held = [];
+    var status = document.getElementById("live-status");
+    var pause = document.getElementById("live-pause");
+    pause.hidden = false;
+    function insert(m) {
+      var row = fragment(m.fragments.row);
+      if (!row) return;
+      localTimes(row);
+      rows.insertBefore(row, rows.firstChild);
+      while (rows.children.length > cap) rows.removeChild(rows.lastChild);
+      var empty = document.getElementById("live-empty");
+      if (empty) empty.remove();
+    }
+    pause.addEventListener("click", function () {
+      paused = !paused;
+      pause.textContent = paused ? "Resume" : "Pause";
+      if (!paused) { held.forEach(insert); held = []; }
+      status.textContent = paused ? "paused" : "live";
+    });
+    connect(function () {
+      var u = new URL(base, location.href);
+      u.searchParams.set("after", String(lastSeq));
+      return u.pathname + u.search;
+    }, function (m) {
+      if (m.type === "event") lastSeq = Math.max(lastSeq, m.seq);
+      if (!m.fragments || !m.fragments.row) return;
+      if (paused) { held.push(m); held = held.slice(-cap); status.textContent = "paused, " + held.length + " new"; return; }
+      insert(m);
+    }, function (state) { if (!paused) status.textContent = state; });
+  }
 })();

@@ -17,7 +17,8 @@ const (
 	LoseResponse FaultKind = "lose-response"
 	// FailBefore answers 503 without delivering or storing anything.
 	FailBefore FaultKind = "fail-before"
-	// Latency delays the request before it is handled.
+	// Latency delays a delivery, its key held in flight meanwhile; replays,
+	// conflicts and rejections are answered at once.
 	Latency FaultKind = "latency"
 )
 

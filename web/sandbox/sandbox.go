@@ -185,17 +185,6 @@ func (s *Sandbox) send(r *http.Request, entry *LogEntry) (int, []byte, map[strin
 	}
 	entry.To = msg.To
 
-	for _, f := range faults {
-		if f.Kind == Latency {
-			entry.Event = "fault:" + f.String()
-			s.cfg.Logger.Info("sandbox fault", "fault", f.String(), "key", key, "to", msg.To)
-			select {
-			case <-time.After(f.Delay):
-			case <-r.Context().Done():
-				return 0, nil, nil
-			}
-		}
-	}
 	if f, ok := find(faults, FailBefore); ok {
 		entry.Event = "fault:" + f.String()
 		s.cfg.Logger.Info("sandbox fault", "fault", f.String(), "key", key, "to", msg.To)
@@ -229,7 +218,33 @@ func (s *Sandbox) send(r *http.Request, entry *LogEntry) (int, []byte, map[strin
 		s.mu.Unlock()
 	}
 
+	// The delay is served with the key in flight, as a slow provider holds
+	// it: a concurrent request with the same key gets 409 meanwhile.
+	var slow []string
+	for _, f := range faults {
+		if f.Kind != Latency {
+			continue
+		}
+		slow = append(slow, "fault:"+f.String())
+		s.cfg.Logger.Info("sandbox fault", "fault", f.String(), "key", key, "to", msg.To)
+		select {
+		case <-time.After(f.Delay):
+		case <-r.Context().Done():
+			// The client left before anything was sent: free the key so
+			// its retry can send.
+			if key != "" {
+				s.mu.Lock()
+				delete(s.keys, key)
+				s.mu.Unlock()
+			}
+			entry.Event = strings.Join(slow, "; ")
+			return 0, nil, nil
+		}
+	}
 	status, body := s.deliver(r.Context(), msg, key, entry)
+	if len(slow) > 0 {
+		entry.Event += "; " + strings.Join(slow, "; ")
+	}
 	if key != "" {
 		s.mu.Lock()
 		if status >= 500 {
@@ -240,7 +255,7 @@ func (s *Sandbox) send(r *http.Request, entry *LogEntry) (int, []byte, map[strin
 		s.mu.Unlock()
 	}
 	if f, ok := find(faults, LoseResponse); ok && status < 300 {
-		entry.Event = "delivered; fault:" + f.String()
+		entry.Event += "; fault:" + f.String()
 		s.cfg.Logger.Info("sandbox fault", "fault", f.String(), "key", key, "to", msg.To, "message_id", entry.MessageID)
 		if f.Answer504 {
 			return http.StatusGatewayTimeout, errorBody("api_error", "gateway timeout (injected fault lose-response)"), nil
