@@ -53,10 +53,12 @@ type Tick struct {
 // GapMark is a gap drawn as a break in the axis.
 type GapMark struct {
 	X, W, Mid string
-	Kind      trace.GapKind
-	Label     string // "53 s — no process running"
-	Workers   string // "w1 → w2"
-	Seconds   float64
+	// LabelX and LabelAnchor keep the label inside the chart near its edges.
+	LabelX, LabelAnchor string
+	Kind                trace.GapKind
+	Label               string // "53 s — no process running"
+	Workers             string // "w1 → w2"
+	Seconds             float64
 }
 
 // Lane is one step.
@@ -368,9 +370,11 @@ func newScale(tmin, tmax time.Time, gaps []trace.Gap) scale {
 	s := scale{tmin: tmin}
 	x := 0.0
 	for i, w := range work {
-		share := room / float64(len(work))
-		if total > 0 {
-			share = room * float64(w.t1.Sub(w.t0)) / float64(total)
+		// In proportion to length; when no stretch has any length (one
+		// instant, then an open silence), the first takes the room.
+		share := room * float64(w.t1.Sub(w.t0)) / float64(max(total, 1))
+		if total == 0 && i == 0 {
+			share = room
 		}
 		s.pieces = append(s.pieces, piece{t0: w.t0, t1: w.t1, x0: x, x1: x + share})
 		x += share
@@ -386,7 +390,13 @@ func newScale(tmin, tmax time.Time, gaps []trace.Gap) scale {
 
 func newGapMark(g trace.Gap, x, w float64) GapMark {
 	x, w = chartX0+x*chartW/100, w*chartW/100
-	m := GapMark{X: pct(x), W: pct(w), Mid: pct(x + w/2), Kind: g.Kind, Seconds: g.Seconds()}
+	m := GapMark{X: pct(x), W: pct(w), Mid: pct(x + w/2), Kind: g.Kind, Seconds: g.Seconds(), LabelX: pct(x + w/2), LabelAnchor: "middle"}
+	switch {
+	case x+w/2 > 86:
+		m.LabelX, m.LabelAnchor = pct(x+w), "end"
+	case x+w/2 < chartX0+8:
+		m.LabelX, m.LabelAnchor = pct(x), "start"
+	}
 	length := Duration(g.End.Sub(g.Start))
 	switch g.Kind {
 	case trace.GapCrash:

@@ -63,7 +63,7 @@ func (s *Server) handleExecutionShowPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	v := s.executionView(d, c.QueryParam("lanes") == "all", time.Time{})
+	v := s.executionView(d, c.QueryParam("lanes") == "all", s.cfg.Now())
 	return render(c, http.StatusOK, views.ExecutionPage(v))
 }
 
