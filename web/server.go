@@ -94,6 +94,8 @@ func (s *Server) routes() {
 	api.GET("/stream", s.handleStream)
 	api.GET("/live", s.handleLiveSocket)
 
+	e.POST("/v1/traces", s.handleOTLPTraces, s.requireIngestToken)
+
 	box := e.Group("/sandbox")
 	box.POST("/mail/v1/send", echo.WrapHandler(http.HandlerFunc(s.sandbox.ServeSend)), s.requireIngestToken)
 	box.GET("/faults", echo.WrapHandler(http.HandlerFunc(s.sandbox.ServeFaults)))
