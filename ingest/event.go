@@ -44,6 +44,13 @@ func ParseEvent(raw []byte, lim Limits) (trace.Event, error) {
 	if err != nil {
 		return trace.Event{}, err
 	}
+	// null means absent, in the id hash and the stored body too: the same
+	// event with and without "name": null is one event.
+	for k, v := range obj {
+		if v == nil {
+			delete(obj, k)
+		}
+	}
 	f := fields{obj: obj, lim: lim}
 	typ := trace.EventType(f.enum("type", true, "execution", "attempt", "effect"))
 	if f.err != nil {
@@ -52,7 +59,7 @@ func ParseEvent(raw []byte, lim Limits) (trace.Event, error) {
 	allowed := fieldsOf[typ]
 	for _, name := range sortedKeys(obj) {
 		if !contains(allowed, name) {
-			return trace.Event{}, fmt.Errorf("%s: unknown field for a %s event; allowed: %s", name, typ, strings.Join(allowed, ", "))
+			return trace.Event{}, fmt.Errorf("%s: unknown field for %s event; allowed: %s", name, article(string(typ)), strings.Join(allowed, ", "))
 		}
 	}
 	ev := trace.Event{Type: typ, ID: f.id("id", false)}
@@ -400,3 +407,10 @@ func sortedKeys(m map[string]any) []string {
 // ParseStored reads back an event from the raw log: what was accepted once
 // is read whatever the limits are today.
 func ParseStored(body []byte) (trace.Event, error) { return ParseEvent(body, storedLimits) }
+
+func article(noun string) string {
+	if strings.ContainsRune("aeiou", rune(noun[0])) {
+		return "an " + noun
+	}
+	return "a " + noun
+}
