@@ -257,7 +257,12 @@ func (t *Tx) RecheckOrphans(effects []trace.EffectRef, keys []string, steps []St
 			return nil, err
 		}
 	}
+	seen := map[StepRef]bool{}
 	for _, s := range steps {
+		if seen[s] {
+			continue // a step's attempts arrive together; ask once
+		}
+		seen[s] = true
 		if err := collect(`SELECT provider, effect_id FROM effects WHERE execution_id = ? AND step_id = ?`, s.ExecutionID, s.StepID); err != nil {
 			return nil, err
 		}
