@@ -591,10 +591,23 @@ func TestLoseResponse(t *testing.T) {
 			if !errors.As(err, &nerr) || !nerr.Timeout() {
 				t.Fatalf("first send: got error %v, want a client timeout", err)
 			}
-			// The email went out before the response was lost.
+			// The held request is logged once the server sees the client
+			// gone, which is after the key stored the response.
+			var lost sandbox.LogEntry
+			eventually(t, "log line of the lost response", func() bool {
+				l := e.sandboxLog(t)
+				if len(l) == 1 {
+					lost = l[0]
+				}
+				return len(l) == 1
+			})
+			if lost.Event != "delivered; fault:lose-response" || lost.Status != 0 || lost.IdempotencyKey != c.key {
+				t.Fatalf("log line: got %+v, want event \"delivered; fault:lose-response\", status 0 (no answer), key %q", lost, c.key)
+			}
+			// The email went out although the client never heard of it.
 			delivered := e.wantEffects(t, 1)[0]
-			if delivered.IdempotencyKey != c.key {
-				t.Fatalf("effect: got key %q, want %q", delivered.IdempotencyKey, c.key)
+			if delivered.IdempotencyKey != c.key || delivered.ID != lost.MessageID {
+				t.Fatalf("effect: got key %q message %s, want %q %s", delivered.IdempotencyKey, delivered.ID, c.key, lost.MessageID)
 			}
 
 			retry := e.send(t, req{key: c.key, execution: "exec_lost", step: "step-4"})
@@ -607,16 +620,6 @@ func TestLoseResponse(t *testing.T) {
 				wantDelivered(t, "retry without a key", retry, "")
 			}
 			e.wantEffects(t, c.wantEffects)
-
-			// The held request is logged once the server sees the client gone.
-			eventually(t, "log line of the lost response", func() bool {
-				for _, l := range e.sandboxLog(t) {
-					if l.Event == "delivered; fault:lose-response" && l.MessageID == delivered.ID && l.Status == 0 {
-						return true
-					}
-				}
-				return false
-			})
 		})
 	}
 }
@@ -658,6 +661,25 @@ func TestLatency(t *testing.T) {
 	if len(l) != 1 || !strings.Contains(l[0].Event, "fault:latency=200ms") || l[0].MessageID != got.sent.ID {
 		t.Fatalf("sandbox log: got %+v, want one delivery of %s naming fault:latency=200ms", l, got.sent.ID)
 	}
+}
+
+// TestLatencyClientGivesUp: a client that times out during the delay has
+// sent nothing, so its key is freed and the retry delivers.
+func TestLatencyClientGivesUp(t *testing.T) {
+	e := newEnv(t, web.Config{})
+	impatient := &http.Client{Timeout: 200 * time.Millisecond}
+	_, err := e.trySend(impatient, req{key: "ik_gaveup", fault: "latency=5s"})
+	var nerr net.Error
+	if !errors.As(err, &nerr) || !nerr.Timeout() {
+		t.Fatalf("send with latency=5s: got error %v, want a client timeout", err)
+	}
+	eventually(t, "log line of the abandoned request", func() bool {
+		l := e.sandboxLog(t)
+		return len(l) == 1 && l[0].Event == "fault:latency=5s" && l[0].Status == 0
+	})
+	e.wantEffects(t, 0)
+	wantDelivered(t, "retry with the same key", e.send(t, req{key: "ik_gaveup"}), "ik_gaveup")
+	e.wantEffects(t, 1)
 }
 
 func TestParseFaultsRoundTrip(t *testing.T) {
@@ -834,11 +856,11 @@ func TestIngestTokenGuardsWrites(t *testing.T) {
 func TestSandboxLog(t *testing.T) {
 	e := newEnv(t, web.Config{})
 	first := e.send(t, req{key: "ik_log", execution: "exec_log", step: "step-4"})
-	e.send(t, req{key: "ik_log"})                                                 // replayed
-	e.send(t, req{key: "ik_log", msg: sandbox.Message{To: "x@y.dev"}})            // key_conflict
-	e.send(t, req{key: "ik_log_fail", fault: "fail-before"})                      // fault
-	e.send(t, req{key: "ik_log_504", fault: "lose-response;mode=504"})            // delivered, response lost
-	e.send(t, req{key: strings.Repeat("k", 256)})                                 // rejected
+	e.send(t, req{key: "ik_log"})                                      // replayed
+	e.send(t, req{key: "ik_log", msg: sandbox.Message{To: "x@y.dev"}}) // key_conflict
+	e.send(t, req{key: "ik_log_fail", fault: "fail-before"})           // fault
+	e.send(t, req{key: "ik_log_504", fault: "lose-response;mode=504"}) // delivered, response lost
+	e.send(t, req{key: strings.Repeat("k", 256)})                      // rejected
 	slow := make(chan reply, 1)
 	go func() {
 		got, err := e.trySend(e.client, req{key: "ik_log_slow", fault: "latency=1s", arrival: "slow"})
@@ -857,8 +879,9 @@ func TestSandboxLog(t *testing.T) {
 		status              int
 	}
 	want := []line{
-		{"delivered; fault:latency=1s", "ik_log_slow", slowReply.sent.ID, 200},
+		// Lines are ordered by arrival: the slow one arrived first.
 		{"in_flight", "ik_log_slow", "", 409},
+		{"delivered; fault:latency=1s", "ik_log_slow", slowReply.sent.ID, 200},
 		{"rejected", strings.Repeat("k", 256), "", 400},
 		{"delivered; fault:lose-response;mode=504", "ik_log_504", "*", 504},
 		{"fault:fail-before", "ik_log_fail", "", 503},
