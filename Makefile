@@ -15,8 +15,17 @@ run:
 ## test: lint, stale generated code, every test with the race detector, short fuzzing
 test: lint check-generated unit fuzz
 
+# The browser test (web TestBrowser) skips itself without Chromium, and go
+# test hides a passing package's output: say it loudly, before and after.
+# It looks where the test does: $CHROMIUM, else /usr/bin/chromium or PATH.
+CHECK_BROWSER = if [ -n "$$CHROMIUM" ]; then command -v "$$CHROMIUM"; \
+	else [ -x /usr/bin/chromium ] || command -v chromium || command -v chromium-browser; fi >/dev/null 2>&1 || \
+	echo "!!! chromium not found: the browser test (web TestBrowser) will be SKIPPED; apt-get install chromium, or set ONCETRACE_REQUIRE_BROWSER=1 to make it fail"
+
 unit:
+	@$(CHECK_BROWSER)
 	$(GO) test -race -count=1 ./...
+	@$(CHECK_BROWSER)
 
 ## fuzz: run each fuzz target for $(FUZZTIME)
 fuzz:

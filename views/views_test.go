@@ -1,0 +1,891 @@
+package views_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/a-h/templ"
+	"golang.org/x/net/html"
+
+	"github.com/oncetrace/oncetrace/internal/htmlcheck"
+	"github.com/oncetrace/oncetrace/trace"
+	"github.com/oncetrace/oncetrace/views"
+)
+
+// The fixture is one running execution that holds every case the timeline
+// must explain. Times are seconds after t0.
+//
+//	step-1 lookup_customer     error, then ok
+//	step-2 create_invoice      ok; replayed from the journal after the crash
+//	step-4 send_invoice_email  timeout, then ok; two emails: a green-looking duplicate
+//	step-5 send_receipt        timeout, then ok deduplicated by the mail API; one email
+//	step-6 export_report       started at 14 s, never finished: lost
+//	                           — 53 s with no process running, worker w1 → w2 —
+//	step-7 notify_team         started at 68 s, no end yet: running
+var t0 = time.Date(2026, 6, 30, 14, 2, 0, 0, time.UTC)
+
+func at(sec float64) time.Time { return t0.Add(time.Duration(sec * float64(time.Second))) }
+
+const execID = "exec_fixture"
+
+type attemptOpt func(*trace.Attempt)
+
+func key(k string) attemptOpt    { return func(a *trace.Attempt) { a.IdempotencyKey = k } }
+func worker(w string) attemptOpt { return func(a *trace.Attempt) { a.Worker = w } }
+func args(js string) attemptOpt  { return func(a *trace.Attempt) { a.Args = json.RawMessage(js) } }
+func result(js string) attemptOpt {
+	return func(a *trace.Attempt) { a.Result = json.RawMessage(js) }
+}
+func failed(msg string) attemptOpt { return func(a *trace.Attempt) { a.Error = msg } }
+func dedup(a *trace.Attempt)       { a.Deduplicated = true }
+
+// try is an attempt; a negative end means it never reported one.
+func try(n int, start, end float64, outcome trace.Outcome, opts ...attemptOpt) trace.Attempt {
+	a := trace.Attempt{Number: n, StartedAt: at(start), Outcome: outcome}
+	if end >= 0 {
+		a.EndedAt = at(end)
+	}
+	for _, o := range opts {
+		o(&a)
+	}
+	return a
+}
+
+func step(id, tool string, class trace.EffectClass, provider string, attempts ...trace.Attempt) trace.Step {
+	for i := range attempts {
+		attempts[i].ExecutionID, attempts[i].StepID = execID, id
+		attempts[i].Tool, attempts[i].Effect, attempts[i].Provider = tool, class, provider
+	}
+	return trace.Step{ExecutionID: execID, ID: id, Tool: tool, Effect: class, Provider: provider, Attempts: attempts}
+}
+
+func mail(id, k, stepID string, sec float64) trace.Effect {
+	return trace.Effect{Provider: "mail-api", ID: id, IdempotencyKey: k, ExecutionID: execID, StepID: stepID, Target: "jordan@acme.dev", At: at(sec)}
+}
+
+func fixtureRun() trace.Run {
+	return trace.Run{
+		Execution: trace.Execution{ID: execID, Name: "billing-agent", Status: trace.StatusRunning, StartedAt: at(0), IdempotencyKey: "run_7f3a"},
+		Steps: []trace.Step{
+			step("step-1", "lookup_customer", trace.EffectRead, "",
+				try(1, 0, 0.4, trace.OutcomeError, worker("w1"), failed("connection reset")),
+				try(2, 0.5, 0.9, trace.OutcomeOK, worker("w1"))),
+			step("step-2", "create_invoice", trace.EffectWrite, "billing-api",
+				try(1, 1.0, 1.5, trace.OutcomeOK, worker("w1"), key("ik_inv"), result(`{"invoice_id":"inv_1"}`)),
+				try(2, 67.0, 67.05, trace.OutcomeReplayed, worker("w2"), key("ik_inv"), result(`{"invoice_id":"inv_1"}`))),
+			step("step-4", "send_invoice_email", trace.EffectWrite, "mail-api",
+				try(1, 2.0, 12.0, trace.OutcomeTimeout, worker("w1"), key("ik_dup"), args(`{"subject":"Your June invoice","to":"jordan@acme.dev"}`), failed("network timeout after 10s")),
+				try(2, 12.1, 12.3, trace.OutcomeOK, worker("w1"), key("ik_dup"), args(`{"subject":"Your June invoice","to":"jordan@acme.dev"}`), result(`{"message_id":"msg_b","status":"sent"}`))),
+			step("step-5", "send_receipt", trace.EffectWrite, "mail-api",
+				try(1, 12.5, 13.0, trace.OutcomeTimeout, worker("w1"), key("ik_rcpt")),
+				try(2, 13.1, 13.3, trace.OutcomeOK, worker("w1"), key("ik_rcpt"), dedup, result(`{"message_id":"msg_c"}`))),
+			step("step-6", "export_report", trace.EffectWrite, "", try(1, 14.0, -1, "", worker("w1"))),
+			step("step-7", "notify_team", trace.EffectWrite, "", try(1, 68.0, -1, "", worker("w2"))),
+		},
+		Effects: []trace.Effect{
+			mail("msg_a", "ik_dup", "step-4", 2.2),
+			mail("msg_b", "ik_dup", "step-4", 12.2),
+			mail("msg_c", "ik_rcpt", "step-5", 12.6),
+		},
+		FedProviders: map[string]bool{"mail-api": true},
+	}
+}
+
+// executionView builds the page's model the way the web handler does.
+func executionView(run trace.Run, showAll bool) views.ExecutionView {
+	gaps := trace.Gaps(run, trace.DefaultConfig)
+	fs := trace.AuditRun(run, trace.DefaultConfig)
+	v := views.ExecutionView{
+		Execution: views.ExecutionRow{Execution: run.Execution, Counts: run.Counts(),
+			Findings: len(fs), CriticalFindings: trace.CriticalCount(fs)},
+		Timeline:   views.NewTimeline(views.TimelineInput{Run: run, Gaps: gaps, States: trace.EffectStates(run), ShowAll: showAll}),
+		ShowAllURL: views.ExecutionURL(run.Execution.ID) + "?lanes=all",
+		Gaps:       gaps,
+	}
+	for _, f := range fs {
+		v.Findings = append(v.Findings, views.NewFindingView(f))
+	}
+	return v
+}
+
+// renderPage renders a whole page, checks that it is valid HTML that needs
+// no inline script or style, and parses it.
+func renderPage(t *testing.T, c templ.Component) *html.Node {
+	t.Helper()
+	return renderChecked(t, c, htmlcheck.Document)
+}
+
+// renderFragment is renderPage for a fragment (the detail panel's).
+func renderFragment(t *testing.T, c templ.Component) *html.Node {
+	t.Helper()
+	return renderChecked(t, c, htmlcheck.Fragment)
+}
+
+func renderChecked(t *testing.T, c templ.Component, check func([]byte) htmlcheck.Problems) *html.Node {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := c.Render(context.Background(), &buf); err != nil {
+		t.Fatalf("render: %v", err)
+	}
+	if ps := check(buf.Bytes()); len(ps) > 0 {
+		t.Errorf("got invalid HTML:\n%s\nwant none", ps)
+	}
+	if ps := htmlcheck.InlineCode(buf.Bytes()); len(ps) > 0 {
+		t.Errorf("got inline code a strict CSP blocks:\n%s\nwant none", ps)
+	}
+	doc, err := html.Parse(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatalf("parse: %v", err)
+	}
+	return doc
+}
+
+// byTestID returns the elements under n with data-testid=id, in document order.
+func byTestID(n *html.Node, id string) []*html.Node {
+	var out []*html.Node
+	for d := range n.Descendants() {
+		if d.Type == html.ElementNode && attr(d, "data-testid") == id {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// one returns the only element with data-testid=id, failing otherwise.
+func one(t *testing.T, n *html.Node, id string) *html.Node {
+	t.Helper()
+	got := byTestID(n, id)
+	if len(got) != 1 {
+		t.Fatalf("data-testid=%q: got %d elements, want 1", id, len(got))
+	}
+	return got[0]
+}
+
+func attr(n *html.Node, key string) string {
+	for _, a := range n.Attr {
+		if a.Key == key {
+			return a.Val
+		}
+	}
+	return ""
+}
+
+// text is an element's text with runs of white space collapsed; separate
+// text nodes (such as table cells) are separated by a space.
+func text(n *html.Node) string {
+	var parts []string
+	for d := range n.Descendants() {
+		if d.Type == html.TextNode {
+			parts = append(parts, d.Data)
+		}
+	}
+	return strings.Join(strings.Fields(strings.Join(parts, " ")), " ")
+}
+
+// rawText is an element's text as written, white space kept.
+func rawText(n *html.Node) string {
+	var b strings.Builder
+	for d := range n.Descendants() {
+		if d.Type == html.TextNode {
+			b.WriteString(d.Data)
+		}
+	}
+	return b.String()
+}
+
+func texts(ns []*html.Node) []string {
+	out := make([]string, len(ns))
+	for i, n := range ns {
+		out[i] = text(n)
+	}
+	return out
+}
+
+// ancestor returns the closest ancestor of n with data-testid=id.
+func ancestor(n *html.Node, id string) *html.Node {
+	for p := n.Parent; p != nil; p = p.Parent {
+		if p.Type == html.ElementNode && attr(p, "data-testid") == id {
+			return p
+		}
+	}
+	return nil
+}
+
+func laneOf(n *html.Node) string {
+	if l := ancestor(n, "lane"); l != nil {
+		return attr(l, "data-step")
+	}
+	return ""
+}
+
+// TestExecutionPage renders the fixture's execution page and checks each
+// thing the timeline must say, by data-testid.
+func TestExecutionPage(t *testing.T) {
+	doc := renderPage(t, views.ExecutionPage(executionView(fixtureRun(), false)))
+
+	t.Run("duplicate finding", func(t *testing.T) {
+		var dup *html.Node
+		for _, f := range byTestID(doc, "finding") {
+			if attr(f, "data-rule") == string(trace.RuleDuplicateEffect) {
+				dup = f
+			}
+		}
+		if dup == nil {
+			t.Fatalf("findings: got %q, want a duplicate_effect finding", texts(byTestID(doc, "finding")))
+		}
+		msg := text(one(t, dup, "finding-message"))
+		for _, want := range []string{"step-4 (send_invoice_email)", "2 effects", "mail-api msg_a, mail-api msg_b"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("duplicate finding message: got %q, want it to contain %q", msg, want)
+			}
+		}
+		if got, want := attr(dup, "class"), "severity-critical"; !strings.Contains(got, want) {
+			t.Errorf("duplicate finding class: got %q, want it to contain %q", got, want)
+		}
+		// The finding links to the effects it names, on this page.
+		var hrefs []string
+		for d := range dup.Descendants() {
+			if d.Type == html.ElementNode && d.Data == "a" {
+				hrefs = append(hrefs, attr(d, "href"))
+			}
+		}
+		for _, want := range []string{"#" + views.EffectAnchor("mail-api", "msg_a"), "#" + views.EffectAnchor("mail-api", "msg_b"), views.KeyURL("ik_dup")} {
+			if !slices.Contains(hrefs, want) {
+				t.Errorf("duplicate finding links: got %q, want one to %q", hrefs, want)
+			}
+		}
+	})
+
+	t.Run("outbox count", func(t *testing.T) {
+		counts := map[string]*html.Node{}
+		for _, c := range byTestID(doc, "outbox-count") {
+			counts[laneOf(c)] = c
+		}
+		tests := []struct {
+			step, want string
+			duplicate  bool
+		}{
+			{"step-4", "· 2 emails for step-4", true},
+			{"step-5", "· 1 email for step-5", false},
+		}
+		for _, tc := range tests {
+			c := counts[tc.step]
+			if c == nil {
+				t.Errorf("lane %s: got no outbox-count, want %q", tc.step, tc.want)
+				continue
+			}
+			if got := text(c); got != tc.want {
+				t.Errorf("lane %s outbox-count: got %q, want %q", tc.step, got, tc.want)
+			}
+			if got := strings.Contains(attr(c, "class"), "duplicate"); got != tc.duplicate {
+				t.Errorf("lane %s outbox-count drawn as a duplicate: got %v, want %v", tc.step, got, tc.duplicate)
+			}
+		}
+		if len(counts) != 2 {
+			t.Errorf("outbox counts: got them on lanes %v, want only step-4 and step-5", slices.Sorted(maps.Keys(counts)))
+		}
+	})
+
+	t.Run("dedupe badge", func(t *testing.T) {
+		badge := one(t, doc, "dedupe-badge")
+		if got, want := text(badge), "≡ deduplicated"; got != want {
+			t.Errorf("dedupe badge: got %q, want %q", got, want)
+		}
+		link := ancestor(badge, "attempt")
+		if got, want := laneOf(badge), "step-5"; got != want {
+			t.Errorf("dedupe badge: got it on lane %q, want %q", got, want)
+		}
+		if link == nil || attr(link, "href") != views.AttemptURL(execID, "step-5", 2) {
+			t.Errorf("dedupe badge: got it outside the link to step-5 attempt 2, want inside")
+		}
+	})
+
+	t.Run("replay ghost", func(t *testing.T) {
+		ghost := one(t, doc, "replay-ghost")
+		if got, want := laneOf(ghost), "step-2"; got != want {
+			t.Errorf("replay ghost: got it on lane %q, want %q", got, want)
+		}
+		if got := attr(ghost, "class"); !strings.Contains(got, "ghost") {
+			t.Errorf("replay ghost class: got %q, want it to contain ghost", got)
+		}
+		if link := ancestor(ghost, "attempt"); link == nil || !strings.Contains(text(link), "from journal, tool not called") {
+			t.Errorf("replay ghost: got no label saying it came from the journal, want one")
+		}
+	})
+
+	t.Run("gap label", func(t *testing.T) {
+		gap := one(t, doc, "gap")
+		if got, want := text(one(t, gap, "gap-label")), "53 s — no process running"; got != want {
+			t.Errorf("gap label: got %q, want %q", got, want)
+		}
+		if got, want := attr(gap, "class"), "gap-crash"; !strings.Contains(got, want) {
+			t.Errorf("gap class: got %q, want it to contain %q", got, want)
+		}
+		if got, want := text(gap), "worker w1 → w2"; !strings.Contains(got, want) {
+			t.Errorf("gap text: got %q, want it to contain %q", got, want)
+		}
+	})
+
+	t.Run("outcome labels", func(t *testing.T) {
+		got := map[string][]string{}
+		for _, l := range byTestID(doc, "outcome-label") {
+			got[laneOf(l)] = append(got[laneOf(l)], text(l))
+		}
+		want := map[string][]string{
+			"step-1": {"✗ error", "✓ ok"},
+			"step-2": {"✓ ok", "↺ replayed — from journal, tool not called"},
+			"step-4": {"◔ timeout", "✓ ok"},
+			"step-5": {"◔ timeout", "✓ ok"},
+			"step-6": {"? lost"},
+			"step-7": {"… running"},
+		}
+		for _, s := range slices.Sorted(maps.Keys(want)) {
+			if !slices.Equal(got[s], want[s]) {
+				t.Errorf("lane %s outcome labels: got %q, want %q", s, got[s], want[s])
+			}
+		}
+	})
+
+	t.Run("outbox lane", func(t *testing.T) {
+		var got []string
+		for _, e := range byTestID(one(t, doc, "outbox-lane"), "effect") {
+			label := ""
+			for d := range e.Descendants() {
+				if d.Type == html.ElementNode && d.Data == "text" {
+					label = text(d)
+				}
+			}
+			got = append(got, attr(e, "data-state")+": "+label)
+			if href := attr(e, "href"); !strings.HasPrefix(href, views.ExecutionURL(execID)+"/effect?") {
+				t.Errorf("effect link: got %q, want the effect's permalink", href)
+			}
+		}
+		want := []string{"duplicate: ◆ duplicate msg_a", "duplicate: ◆ duplicate msg_b", "matched: ◆ msg_c"}
+		if !slices.Equal(got, want) {
+			t.Errorf("outbox lane: got %q, want %q", got, want)
+		}
+	})
+
+	t.Run("detail panel and no collapse", func(t *testing.T) {
+		one(t, doc, "detail-panel")
+		if got := byTestID(doc, "lanes-collapsed"); len(got) != 0 {
+			t.Errorf("6 steps: got %q, want no lanes-collapsed", texts(got))
+		}
+		if got, want := len(byTestID(doc, "lane")), 6; got != want {
+			t.Errorf("lanes: got %d, want %d", got, want)
+		}
+	})
+}
+
+// manySteps is a completed execution with n one-attempt steps.
+func manySteps(n int) trace.Run {
+	run := trace.Run{Execution: trace.Execution{ID: execID, Status: trace.StatusCompleted, StartedAt: at(0)}}
+	for i := range n {
+		s := float64(i) * 0.01
+		run.Steps = append(run.Steps, step(fmt.Sprintf("step-%04d", i), "fetch_page", trace.EffectRead, "", try(1, s, s+0.005, trace.OutcomeOK)))
+	}
+	return run
+}
+
+// TestExecutionPageCollapsesLanes checks that an execution with more steps
+// than views.DefaultMaxLanes draws only the first ones and says how many
+// there are, and that "show all" draws every one.
+func TestExecutionPageCollapsesLanes(t *testing.T) {
+	limit := views.DefaultMaxLanes
+	tests := []struct {
+		name          string
+		steps         int
+		showAll       bool
+		wantLanes     int
+		wantCollapsed string // "" when nothing is hidden
+	}{
+		{"at the limit", limit, false, limit, ""},
+		{"over the limit", limit + 37, false, limit, fmt.Sprintf("Showing %d of %d steps. Show all %d lanes", limit, limit+37, limit+37)},
+		{"show all", limit + 37, true, limit + 37, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := renderPage(t, views.ExecutionPage(executionView(manySteps(tc.steps), tc.showAll)))
+			if got := len(byTestID(doc, "lane")); got != tc.wantLanes {
+				t.Errorf("lanes: got %d, want %d", got, tc.wantLanes)
+			}
+			collapsed := byTestID(doc, "lanes-collapsed")
+			switch {
+			case tc.wantCollapsed == "" && len(collapsed) > 0:
+				t.Errorf("lanes-collapsed: got %q, want none", texts(collapsed))
+			case tc.wantCollapsed != "" && len(collapsed) != 1:
+				t.Errorf("lanes-collapsed: got %d elements, want 1 reading %q", len(collapsed), tc.wantCollapsed)
+			case tc.wantCollapsed != "":
+				if got := text(collapsed[0]); got != tc.wantCollapsed {
+					t.Errorf("lanes-collapsed: got %q, want %q", got, tc.wantCollapsed)
+				}
+				var href string
+				for d := range collapsed[0].Descendants() {
+					if d.Type == html.ElementNode && d.Data == "a" {
+						href = attr(d, "href")
+					}
+				}
+				if want := views.ExecutionURL(execID) + "?lanes=all"; href != want {
+					t.Errorf("show all link: got %q, want %q", href, want)
+				}
+			}
+		})
+	}
+}
+
+func findAttempt(t *testing.T, run trace.Run, stepID string, n int) views.AttemptView {
+	t.Helper()
+	for _, s := range run.Steps {
+		for _, a := range s.Attempts {
+			if s.ID == stepID && a.Number == n {
+				return views.AttemptView{ExecutionID: run.Execution.ID, Step: s, Attempt: a, Outcome: run.Outcome(a), Effects: run.StepEffects()[s.ID]}
+			}
+		}
+	}
+	t.Fatalf("fixture has no %s attempt %d", stepID, n)
+	return views.AttemptView{}
+}
+
+// TestAttemptDetail renders attempts' details, as the panel and as a page,
+// and checks the fields a reader opens them for.
+func TestAttemptDetail(t *testing.T) {
+	run := fixtureRun()
+	tests := []struct {
+		step                 string
+		n                    int
+		wantHeading, wantKey string
+		wantArgs, wantResult string // a line of the formatted JSON, "" for none
+		wantDedupe           bool
+		wantText             []string
+	}{
+		{step: "step-4", n: 1, wantHeading: "step-4 · attempt 1", wantKey: "ik_dup",
+			wantArgs: `"to": "jordan@acme.dev"`, wantText: []string{"◔ timeout", "network timeout after 10s", "10 s", "w1", "msg_a", "msg_b"}},
+		{step: "step-5", n: 2, wantHeading: "step-5 · attempt 2", wantKey: "ik_rcpt",
+			wantResult: `"message_id": "msg_c"`, wantDedupe: true, wantText: []string{"✓ ok", "≡ yes", "200 ms"}},
+		{step: "step-2", n: 2, wantHeading: "step-2 · attempt 2", wantKey: "ik_inv",
+			wantResult: `"invoice_id": "inv_1"`, wantText: []string{"↺ replayed", "the tool was not called", "w2"}},
+		{step: "step-6", n: 1, wantHeading: "step-6 · attempt 1", wantText: []string{"? lost", "none"}},
+	}
+	for _, tc := range tests {
+		t.Run(fmt.Sprintf("%s attempt %d", tc.step, tc.n), func(t *testing.T) {
+			v := findAttempt(t, run, tc.step, tc.n)
+			for _, doc := range []*html.Node{renderFragment(t, views.AttemptDetail(v)), renderPage(t, views.AttemptDetailPage(v))} {
+				d := one(t, doc, "attempt-detail")
+				var h3 string
+				for n := range d.Descendants() {
+					if n.Type == html.ElementNode && n.Data == "h3" {
+						h3 = text(n)
+					}
+				}
+				if h3 != tc.wantHeading {
+					t.Errorf("heading: got %q, want %q", h3, tc.wantHeading)
+				}
+				keys := byTestID(d, "detail-key")
+				switch {
+				case tc.wantKey == "" && len(keys) > 0:
+					t.Errorf("key: got %q, want none", texts(keys))
+				case tc.wantKey != "" && (len(keys) != 1 || attr(keys[0], "href") != views.KeyURL(tc.wantKey)):
+					t.Errorf("key link: got %d links %q, want one to %q", len(keys), texts(keys), views.KeyURL(tc.wantKey))
+				}
+				for id, want := range map[string]string{"detail-args": tc.wantArgs, "detail-result": tc.wantResult} {
+					got := byTestID(d, id)
+					// Indented: the field on its own line, two spaces in.
+					if want != "" && (len(got) != 1 || !strings.Contains(rawText(got[0]), "\n  "+want)) {
+						t.Errorf("%s: got %q, want indented JSON with the line %q", id, texts(got), want)
+					}
+				}
+				if got := len(byTestID(d, "detail-dedupe")) == 1; got != tc.wantDedupe {
+					t.Errorf("dedupe flag shown: got %v, want %v", got, tc.wantDedupe)
+				}
+				all := text(d)
+				for _, w := range tc.wantText {
+					if !strings.Contains(all, w) {
+						t.Errorf("detail text: got %q, want it to contain %q", all, w)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestEffectDetail checks an effect's detail: its state, and for a
+// duplicate how many effects its step caused.
+func TestEffectDetail(t *testing.T) {
+	run := fixtureRun()
+	effects := map[string]trace.Effect{}
+	for _, f := range run.Effects {
+		effects[f.ID] = f
+	}
+	tests := []struct {
+		id           string
+		state        trace.MatchState
+		stepID       string
+		siblings     int
+		wantState    string
+		wantSiblings string // "" for none
+	}{
+		{"msg_b", trace.MatchDuplicate, "step-4", 2, "◆ duplicate", "2 effects for step-4: one logical step acted 2 times."},
+		{"msg_c", trace.MatchMatched, "step-5", 1, "◆ matched", ""},
+		{"msg_x", trace.MatchOrphan, "", 0, "◇ orphan", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.id, func(t *testing.T) {
+			f, ok := effects[tc.id]
+			if !ok {
+				f = trace.Effect{Provider: "mail-api", ID: tc.id, At: at(30)}
+			}
+			v := views.EffectView{ExecutionID: execID, Effect: f, State: tc.state, StepID: tc.stepID, Siblings: tc.siblings}
+			for _, doc := range []*html.Node{renderFragment(t, views.EffectDetail(v)), renderPage(t, views.EffectDetailPage(v))} {
+				d := one(t, doc, "effect-detail")
+				if got := text(one(t, d, "effect-state")); got != tc.wantState {
+					t.Errorf("state: got %q, want %q", got, tc.wantState)
+				}
+				sib := byTestID(d, "effect-siblings")
+				switch {
+				case tc.wantSiblings == "" && len(sib) > 0:
+					t.Errorf("siblings: got %q, want none", texts(sib))
+				case tc.wantSiblings != "" && (len(sib) != 1 || text(sib[0]) != tc.wantSiblings):
+					t.Errorf("siblings: got %q, want %q", texts(sib), tc.wantSiblings)
+				}
+				if tc.stepID == "" && !strings.Contains(text(d), "matches no attempt of this execution") {
+					t.Errorf("orphan detail: got %q, want it to say it matches no attempt", text(d))
+				}
+			}
+		})
+	}
+}
+
+// TestOutboxPage checks that each effect row carries its state in words and
+// links to its execution and key, and the empty state.
+func TestOutboxPage(t *testing.T) {
+	run := fixtureRun()
+	orphan := trace.Effect{Provider: "mail-api", ID: "msg_x", Target: "someone@else.dev", At: at(30)}
+	rows := []views.OutboxRow{
+		{Effect: run.Effects[0], State: trace.MatchDuplicate},
+		{Effect: run.Effects[1], State: trace.MatchDuplicate},
+		{Effect: orphan, State: trace.MatchOrphan},
+		{Effect: run.Effects[2], State: trace.MatchMatched},
+	}
+	doc := renderPage(t, views.OutboxPage(views.OutboxView{Rows: rows, NextURL: "/outbox?cursor=abc"}))
+	// The state in words, once, beside its icon.
+	wantState := map[trace.MatchState]string{trace.MatchDuplicate: "◆ duplicate", trace.MatchOrphan: "◇ orphan", trace.MatchMatched: "◆ matched"}
+	got := byTestID(doc, "effect-row")
+	if len(got) != len(rows) {
+		t.Fatalf("effect rows: got %d, want %d", len(got), len(rows))
+	}
+	for i, r := range rows {
+		if s := attr(got[i], "data-state"); s != string(r.State) {
+			t.Errorf("row %d (%s): got state %q, want %q", i, r.ID, s, r.State)
+		}
+		cells := texts(rowCells(got[i]))
+		if len(cells) < 3 || cells[0] != wantState[r.State] || cells[2] != r.ID {
+			t.Errorf("row %d: got cells %q, want state %q and effect %s", i, cells, wantState[r.State], r.ID)
+		}
+		var hrefs []string
+		for d := range got[i].Descendants() {
+			if d.Type == html.ElementNode && d.Data == "a" {
+				hrefs = append(hrefs, attr(d, "href"))
+			}
+		}
+		if r.ExecutionID != "" && !slices.Contains(hrefs, views.ExecutionURL(r.ExecutionID)+"#"+views.EffectAnchor(r.Provider, r.ID)) {
+			t.Errorf("row %d: got links %q, want one to its place on the execution page", i, hrefs)
+		}
+		if r.IdempotencyKey != "" && !slices.Contains(hrefs, views.KeyURL(r.IdempotencyKey)) {
+			t.Errorf("row %d: got links %q, want one to its key's page", i, hrefs)
+		}
+	}
+
+	empty := renderPage(t, views.OutboxPage(views.OutboxView{}))
+	if got := text(one(t, empty, "empty")); !strings.Contains(got, "No effects yet") {
+		t.Errorf("empty outbox: got %q, want it to say there are no effects yet", got)
+	}
+}
+
+func rowCells(tr *html.Node) []*html.Node {
+	var cells []*html.Node
+	for c := tr.FirstChild; c != nil; c = c.NextSibling {
+		if c.Type == html.ElementNode && c.Data == "td" {
+			cells = append(cells, c)
+		}
+	}
+	return cells
+}
+
+// TestKeyPage checks the key-centric view, and that it flags a key reused
+// with different arguments.
+func TestKeyPage(t *testing.T) {
+	run := fixtureRun()
+	sent := findAttempt(t, run, "step-4", 1)
+	other := sent.Attempt
+	other.ExecutionID, other.Number, other.Args = "exec_other", 1, json.RawMessage(`{"subject":"Your July invoice","to":"jordan@acme.dev"}`)
+	finding := trace.Finding{Rule: trace.RuleKeyCollision, Severity: trace.SeverityCritical, ExecutionID: execID, StepID: "step-4",
+		IdempotencyKey: "ik_dup", Message: "key ik_dup was sent with different arguments"}
+	tests := []struct {
+		name       string
+		v          views.KeyView
+		wantReused string // "" when the key was used consistently
+	}{
+		{"consistent", views.KeyView{Key: "ik_rcpt", Attempts: []views.KeyAttempt{
+			{Attempt: findAttempt(t, run, "step-5", 1).Attempt, Outcome: trace.OutcomeTimeout},
+			{Attempt: findAttempt(t, run, "step-5", 2).Attempt, Outcome: trace.OutcomeOK},
+		}, Effects: []views.OutboxRow{{Effect: run.Effects[2], State: trace.MatchMatched}}}, ""},
+		{"reused with other arguments", views.KeyView{Key: "ik_dup", ArgsVaries: true, Attempts: []views.KeyAttempt{
+			{Attempt: sent.Attempt, Outcome: trace.OutcomeTimeout},
+			{Attempt: other, Outcome: trace.OutcomeOK},
+		}, Findings: []views.FindingView{views.NewFindingView(finding)}}, "with different arguments"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := renderPage(t, views.KeyPage(tc.v))
+			if got := text(one(t, doc, "key")); got != tc.v.Key {
+				t.Errorf("key: got %q, want %q", got, tc.v.Key)
+			}
+			if got, want := len(byTestID(doc, "key-attempt")), len(tc.v.Attempts); got != want {
+				t.Errorf("attempts: got %d rows, want %d", got, want)
+			}
+			if got, want := len(byTestID(doc, "effect-row")), len(tc.v.Effects); got != want {
+				t.Errorf("effects: got %d rows, want %d", got, want)
+			}
+			reused := byTestID(doc, "key-reused")
+			switch {
+			case tc.wantReused == "" && len(reused) > 0:
+				t.Errorf("key-reused: got %q, want none", texts(reused))
+			case tc.wantReused != "" && (len(reused) != 1 || !strings.Contains(text(reused[0]), tc.wantReused)):
+				t.Errorf("key-reused: got %q, want one saying %q", texts(reused), tc.wantReused)
+			}
+			if got, want := len(byTestID(doc, "finding")), len(tc.v.Findings); got != want {
+				t.Errorf("findings: got %d, want %d", got, want)
+			}
+		})
+	}
+}
+
+// TestExecutionsPage checks the list's rows and badges, paging, and the
+// empty states.
+func TestExecutionsPage(t *testing.T) {
+	run := fixtureRun()
+	rows := []views.ExecutionRow{
+		{Execution: run.Execution, Counts: run.Counts(), Findings: 2, CriticalFindings: 1},
+		{Execution: trace.Execution{ID: "exec_clean", Status: trace.StatusCompleted, StartedAt: at(0), EndedAt: at(4.5)}, Counts: trace.Counts{Steps: 1, Attempts: 1}},
+		{Execution: trace.Execution{ID: "exec_warn", Status: trace.StatusFailed, StartedAt: at(0)}, Findings: 3},
+	}
+	doc := renderPage(t, views.ExecutionsPage(views.ExecutionsView{Rows: rows, NextURL: "/?cursor=next", BaseURL: "http://127.0.0.1:9"}))
+	got := byTestID(doc, "execution-row")
+	if len(got) != len(rows) {
+		t.Fatalf("rows: got %d, want %d", len(got), len(rows))
+	}
+	wantBadges := [][]string{{"✗ 1 critical", "! 1 warning"}, {}, {"! 3 warnings"}}
+	for i := range rows {
+		if b := texts(byTestID(got[i], "findings-badge")); !slices.Equal(b, wantBadges[i]) {
+			t.Errorf("row %s badges: got %q, want %q", rows[i].ID, b, wantBadges[i])
+		}
+	}
+	if row := text(got[0]); !strings.Contains(row, "running exec_fixture billing-agent") {
+		t.Errorf("first row: got %q, want status, id and name", row)
+	}
+	if row := text(got[1]); !strings.Contains(row, "4.5 s") || !strings.Contains(row, "✓ clean") {
+		t.Errorf("clean row: got %q, want its duration 4.5 s and ✓ clean", row)
+	}
+	if next := one(t, doc, "next-page"); attr(next, "href") != "/?cursor=next" {
+		t.Errorf("next page: got %q, want /?cursor=next", attr(next, "href"))
+	}
+
+	empty := renderPage(t, views.ExecutionsPage(views.ExecutionsView{BaseURL: "http://127.0.0.1:9"}))
+	if got := text(one(t, empty, "empty")); !strings.Contains(got, "curl http://127.0.0.1:9/api/v1/events") || !strings.Contains(got, "--demo") {
+		t.Errorf("empty list: got %q, want a curl line to this server and the demo", got)
+	}
+	filtered := renderPage(t, views.ExecutionsPage(views.ExecutionsView{Filter: views.ListFilter{Status: "failed"}}))
+	if got := text(one(t, filtered, "empty")); !strings.Contains(got, "No execution matches these filters") {
+		t.Errorf("empty filtered list: got %q, want it to say nothing matches", got)
+	}
+}
+
+// TestErrorPage checks that an error page names the status and the reason.
+func TestErrorPage(t *testing.T) {
+	doc := renderPage(t, views.ErrorPage(views.ErrorView{Status: http.StatusNotFound, Message: "execution exec_nope: not found"}))
+	got := text(one(t, doc, "error"))
+	for _, want := range []string{"404 Not Found", "execution exec_nope: not found", "Back to executions"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("error page: got %q, want it to contain %q", got, want)
+		}
+	}
+}
+
+// pctOf reads a position such as "24.5%".
+func pctOf(t *testing.T, s string) float64 {
+	t.Helper()
+	v, err := strconv.ParseFloat(strings.TrimSuffix(s, "%"), 64)
+	if err != nil || !strings.HasSuffix(s, "%") {
+		t.Fatalf("position %q: not a percentage", s)
+	}
+	return v
+}
+
+// twoStretches is 2 s of work on w1, a gap of the given length, and 2 s of
+// work on w2.
+func twoStretches(gap time.Duration) trace.Run {
+	g := gap.Seconds()
+	return trace.Run{
+		Execution: trace.Execution{ID: execID, Status: trace.StatusCompleted},
+		Steps: []trace.Step{
+			step("step-a", "plan", trace.EffectRead, "", try(1, 0, 2, trace.OutcomeOK, worker("w1"))),
+			step("step-b", "act", trace.EffectRead, "", try(1, 2+g, 4+g, trace.OutcomeOK, worker("w2"))),
+		},
+	}
+}
+
+// TestTimelineBrokenAxis checks that a gap takes the same, small width
+// whatever its length, so that the work around it stays legible, and that
+// the work after it starts where the gap ends.
+func TestTimelineBrokenAxis(t *testing.T) {
+	const eps = 0.002 // positions are printed with 3 decimals
+	var gapW float64
+	for i, gap := range []time.Duration{53 * time.Second, 10 * time.Minute, 3 * time.Hour} {
+		t.Run(gap.String(), func(t *testing.T) {
+			run := twoStretches(gap)
+			tl := views.NewTimeline(views.TimelineInput{Run: run, Gaps: trace.Gaps(run, trace.DefaultConfig)})
+			if len(tl.Gaps) != 1 {
+				t.Fatalf("gaps: got %d, want 1", len(tl.Gaps))
+			}
+			g := tl.Gaps[0]
+			if want := views.Duration(gap) + " — no process running"; g.Label != want {
+				t.Errorf("gap label: got %q, want %q", g.Label, want)
+			}
+			if g.Workers != "w1 → w2" || g.Seconds != gap.Seconds() {
+				t.Errorf("gap: got workers %q, %v s, want w1 → w2, %v s", g.Workers, g.Seconds, gap.Seconds())
+			}
+			gx, gw := pctOf(t, g.X), pctOf(t, g.W)
+			if i == 0 {
+				gapW = gw
+			} else if math.Abs(gw-gapW) > eps {
+				t.Errorf("gap width: got %v%%, want %v%% as for a 53 s gap: a gap takes a fixed width", gw, gapW)
+			}
+			a, b := tl.Lanes[0].Bars[0], tl.Lanes[1].Bars[0]
+			ax, aw, bx, bw := pctOf(t, a.X), pctOf(t, a.W), pctOf(t, b.X), pctOf(t, b.W)
+			if math.Abs(aw-bw) > eps {
+				t.Errorf("two 2 s attempts: got widths %v%% and %v%%, want equal", aw, bw)
+			}
+			if gw >= aw {
+				t.Errorf("gap of %v: got %v%% wide, want narrower than 2 s of work (%v%%)", gap, gw, aw)
+			}
+			if math.Abs(ax+aw-gx) > eps || math.Abs(gx+gw-bx) > eps {
+				t.Errorf("got work ending at %v%%, gap %v%%–%v%%, work starting at %v%%, want them to abut", ax+aw, gx, gx+gw, bx)
+			}
+			if math.Abs(pctOf(t, g.Mid)-(gx+gw/2)) > eps {
+				t.Errorf("gap label position: got %s, want the middle of %v%%–%v%%", g.Mid, gx, gx+gw)
+			}
+		})
+	}
+}
+
+// TestTimelineStaysInside checks that every bar, effect, tick and gap of
+// the fixture and of edge cases lies within the SVG (0–100%), that a 1 ms
+// attempt is still visible, and that ticks read as offsets from the start.
+func TestTimelineStaysInside(t *testing.T) {
+	many := manySteps(50)
+	many.Steps[49].Attempts[0].EndedAt = many.Steps[49].Attempts[0].StartedAt.Add(time.Millisecond)
+	manyGaps := trace.Run{Execution: trace.Execution{ID: execID, Status: trace.StatusCompleted}}
+	for i := range 12 {
+		s := float64(i) * 100
+		manyGaps.Steps = append(manyGaps.Steps, step(fmt.Sprintf("s%02d", i), "wait", trace.EffectRead, "", try(1, s, s+1, trace.OutcomeOK)))
+	}
+	tests := []struct {
+		name     string
+		run      trace.Run
+		wantEnd  string // the last tick's label
+		wantGaps int
+	}{
+		{"fixture", fixtureRun(), "+1 min 8 s", 1},
+		{"many short steps", many, "+" + views.Duration(490*time.Millisecond+time.Millisecond), 0},
+		{"twelve gaps", manyGaps, "+18 min 21 s", 11},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tl := views.NewTimeline(views.TimelineInput{Run: tc.run, Gaps: trace.Gaps(tc.run, trace.DefaultConfig), States: trace.EffectStates(tc.run)})
+			inside := func(what string, x, w float64) {
+				t.Helper()
+				if x < 0 || x+w > 100 || w < 0 {
+					t.Errorf("%s: got %v%%–%v%%, want within 0–100%%", what, x, x+w)
+				}
+			}
+			for _, l := range tl.Lanes {
+				for _, b := range l.Bars {
+					x, w := pctOf(t, b.X), pctOf(t, b.W)
+					inside(fmt.Sprintf("%s attempt %d", l.StepID, b.Number), x, w)
+					if w <= 0 {
+						t.Errorf("%s attempt %d: got width %v%%, want visible", l.StepID, b.Number, w)
+					}
+				}
+				for _, a := range l.Arrows {
+					inside(l.StepID+" retry arrow", pctOf(t, a.X1), pctOf(t, a.X2)-pctOf(t, a.X1))
+				}
+			}
+			for _, e := range tl.Effects {
+				inside("effect "+e.ID, pctOf(t, e.X), 0)
+			}
+			var gapTotal float64
+			for _, g := range tl.Gaps {
+				inside("gap "+g.Label, pctOf(t, g.X), pctOf(t, g.W))
+				gapTotal += pctOf(t, g.W)
+			}
+			if len(tl.Gaps) != tc.wantGaps {
+				t.Errorf("gaps: got %d, want %d", len(tl.Gaps), tc.wantGaps)
+			}
+			if gapTotal > 50 {
+				t.Errorf("gaps together: got %v%% of the width, want under half, the rest for work", gapTotal)
+			}
+			for _, k := range tl.Ticks {
+				inside("tick "+k.Label, pctOf(t, k.X), 0)
+			}
+			if len(tl.Ticks) < 2 || tl.Ticks[0].Label != "+0 s" || tl.Ticks[len(tl.Ticks)-1].Label != tc.wantEnd {
+				var labels []string
+				for _, k := range tl.Ticks {
+					labels = append(labels, k.Label)
+				}
+				t.Errorf("ticks: got %q, want from +0 s to %s", labels, tc.wantEnd)
+			}
+		})
+	}
+
+	if tl := views.NewTimeline(views.TimelineInput{Run: trace.Run{Execution: trace.Execution{ID: execID}}}); !tl.Empty {
+		t.Errorf("execution without timed attempts: got a timeline with %d lanes, want Empty", len(tl.Lanes))
+	}
+}
+
+// TestDuration checks that durations read as a person would say them.
+func TestDuration(t *testing.T) {
+	tests := []struct {
+		d    time.Duration
+		want string
+	}{
+		{0, "0 s"},
+		{500 * time.Microsecond, "500 µs"},
+		{110 * time.Millisecond, "110 ms"},
+		{999 * time.Millisecond, "999 ms"},
+		{time.Second, "1 s"},
+		{1500 * time.Millisecond, "1.5 s"},
+		{1234 * time.Millisecond, "1.23 s"},
+		{10100 * time.Millisecond, "10.1 s"},
+		{53 * time.Second, "53 s"},
+		{4*time.Minute + 2*time.Second, "4 min 2 s"},
+		{4*time.Minute + 59600*time.Millisecond, "5 min 0 s"},
+		{2*time.Hour + 5*time.Minute, "2 h 5 min"},
+		{50 * time.Hour, "2 d 2 h"},
+		{-3 * time.Second, "-3 s"},
+	}
+	for _, tc := range tests {
+		if got := views.Duration(tc.d); got != tc.want {
+			t.Errorf("Duration(%v): got %q, want %q", tc.d, got, tc.want)
+		}
+	}
+}

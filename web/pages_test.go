@@ -1,0 +1,324 @@
+package web_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"mime"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/oncetrace/oncetrace/ingest"
+	"github.com/oncetrace/oncetrace/internal/htmlcheck"
+	"github.com/oncetrace/oncetrace/store"
+	"github.com/oncetrace/oncetrace/trace"
+	"github.com/oncetrace/oncetrace/views"
+	"github.com/oncetrace/oncetrace/web"
+)
+
+// uiBase is when the UI fixture's first execution starts.
+var uiBase = time.Date(2026, 6, 30, 14, 0, 0, 0, time.UTC)
+
+// The UI fixture's names, used by the pages test and the browser test.
+const (
+	uiDupExec   = "exec_dup"    // the green duplicate: step-4 timed out, then ok; two emails
+	uiDupKey    = "ik_a94a0b1d" // the key step-4 sent
+	uiCrashExec = "exec_crash"  // a 53 s crash gap, a replay, a re-execution
+)
+
+// uiEvents is a small history with what the UI must show: a green
+// duplicate, a crash with a replay and a re-execution, a deduplicated
+// retry, failures, a running execution and an orphan effect.
+func uiEvents() []map[string]any {
+	ts := func(exec time.Duration, sec float64) string {
+		return uiBase.Add(exec + time.Duration(sec*float64(time.Second))).Format(time.RFC3339Nano)
+	}
+	type attempt struct {
+		exec                 time.Duration
+		id, step, tool, kind string
+		n                    int
+		start, end           float64 // end < 0: never reported
+		outcome              string
+		more                 map[string]any
+	}
+	var events []map[string]any
+	execution := func(start time.Duration, id, name, status string, end float64) {
+		ev := map[string]any{"type": "execution", "execution_id": id, "name": name, "status": status, "started_at": ts(start, 0)}
+		if end >= 0 {
+			ev["ended_at"] = ts(start, end)
+		}
+		events = append(events, ev)
+	}
+	add := func(a attempt) {
+		ev := map[string]any{"type": "attempt", "execution_id": a.id, "step_id": a.step, "attempt": a.n,
+			"tool": a.tool, "effect": a.kind, "started_at": ts(a.exec, a.start)}
+		if a.end >= 0 {
+			ev["ended_at"], ev["outcome"] = ts(a.exec, a.end), a.outcome
+		}
+		for k, v := range a.more {
+			ev[k] = v
+		}
+		events = append(events, ev)
+	}
+	email := func(exec time.Duration, id, execID, stepID, key string, sec float64) {
+		ev := map[string]any{"type": "effect", "provider": "mail-api", "effect_id": id, "target": "jordan@acme.dev", "at": ts(exec, sec)}
+		if key != "" {
+			ev["idempotency_key"] = key
+		}
+		if execID != "" {
+			ev["execution_id"], ev["step_id"] = execID, stepID
+		}
+		events = append(events, ev)
+	}
+	invoice := map[string]any{"to": "jordan@acme.dev", "subject": "Your June invoice"}
+
+	// exec_dup: step-4's first attempt timed out after the mail API had sent
+	// the email; the retry sent another. Every node ends green.
+	var d time.Duration
+	execution(d, uiDupExec, "billing-agent", "completed", 12)
+	add(attempt{d, uiDupExec, "step-1", "lookup_customer", "read", 1, 0.1, 0.4, "ok", map[string]any{"worker": "pid-4121", "args": map[string]any{"customer": "acme"}}})
+	add(attempt{d, uiDupExec, "step-4", "send_invoice_email", "write", 1, 0.5, 10.5, "timeout", map[string]any{
+		"provider": "mail-api", "idempotency_key": uiDupKey, "worker": "pid-4121", "args": invoice, "error": "network timeout after 10s"}})
+	add(attempt{d, uiDupExec, "step-4", "send_invoice_email", "write", 2, 10.6, 10.8, "ok", map[string]any{
+		"provider": "mail-api", "idempotency_key": uiDupKey, "worker": "pid-4121", "args": invoice,
+		"result": map[string]any{"status": "sent", "message_id": "msg_41bcc8"}}})
+	add(attempt{d, uiDupExec, "step-5", "archive_invoice", "write", 1, 11.0, 11.2, "ok", map[string]any{"worker": "pid-4121"}})
+	email(d, "msg_41bcc7", uiDupExec, "step-4", uiDupKey, 0.65)
+	email(d, "msg_41bcc8", uiDupExec, "step-4", uiDupKey, 10.7)
+
+	// exec_crash: pid-1 died while sending; pid-2 replayed step-1 from the
+	// journal 53 s later but ran step-2, which sends no key, again.
+	d = 5 * time.Minute
+	execution(d, uiCrashExec, "billing-agent", "completed", 55)
+	add(attempt{d, uiCrashExec, "step-1", "create_invoice", "write", 1, 0, 0.5, "ok", map[string]any{"worker": "pid-1", "idempotency_key": "ik_inv", "result": map[string]any{"invoice_id": "inv_7"}}})
+	add(attempt{d, uiCrashExec, "step-2", "send_email", "write", 1, 1.0, -1, "", map[string]any{"worker": "pid-1", "provider": "mail-api"}})
+	add(attempt{d, uiCrashExec, "step-1", "create_invoice", "write", 2, 54.0, 54.01, "replayed", map[string]any{"worker": "pid-2", "idempotency_key": "ik_inv", "result": map[string]any{"invoice_id": "inv_7"}}})
+	add(attempt{d, uiCrashExec, "step-2", "send_email", "write", 2, 54.1, 54.3, "ok", map[string]any{"worker": "pid-2", "provider": "mail-api"}})
+	email(d, "msg_c1", uiCrashExec, "step-2", "", 1.2)
+	email(d, "msg_c2", uiCrashExec, "step-2", "", 54.2)
+
+	// exec_safe: the same timeout, but the mail API recognised the key.
+	d = 10 * time.Minute
+	execution(d, "exec_safe", "billing-agent", "completed", 10.5)
+	add(attempt{d, "exec_safe", "step-1", "send_invoice_email", "write", 1, 0, 10, "timeout", map[string]any{"provider": "mail-api", "idempotency_key": "ik_safe", "args": invoice}})
+	add(attempt{d, "exec_safe", "step-1", "send_invoice_email", "write", 2, 10.1, 10.2, "ok", map[string]any{"provider": "mail-api", "idempotency_key": "ik_safe", "args": invoice, "deduplicated": true}})
+	email(d, "msg_safe", "exec_safe", "step-1", "ik_safe", 0.2)
+
+	d = 15 * time.Minute
+	execution(d, "exec_failed", "report-agent", "failed", 2.5)
+	add(attempt{d, "exec_failed", "step-1", "fetch_report", "read", 1, 0, 1, "error", map[string]any{"error": "HTTP 502 from reports"}})
+	add(attempt{d, "exec_failed", "step-1", "fetch_report", "read", 2, 1.1, 2, "error", map[string]any{"error": "HTTP 502 from reports"}})
+
+	d = 20 * time.Minute
+	execution(d, "exec_running", "report-agent", "running", -1)
+	add(attempt{d, "exec_running", "step-1", "fetch_report", "read", 1, 0, 0.3, "ok", nil})
+	add(attempt{d, "exec_running", "step-2", "summarise", "read", 1, 0.4, -1, "", nil})
+
+	// An email no attempt of any execution sent.
+	email(30*time.Minute, "msg_orphan", "", "", "ik_nobody", 0)
+	return events
+}
+
+// postUIEvents sends events as one NDJSON request and wants them all stored.
+func postUIEvents(t *testing.T, baseURL string, events []map[string]any) {
+	t.Helper()
+	var body bytes.Buffer
+	enc := json.NewEncoder(&body)
+	for _, ev := range events {
+		if err := enc.Encode(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, err := http.Post(baseURL+"/api/v1/events", "application/x-ndjson", &body)
+	if err != nil {
+		t.Fatalf("POST /api/v1/events: %v", err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	var got struct {
+		Accepted int   `json:"accepted"`
+		Rejected []any `json:"rejected"`
+	}
+	if err := json.Unmarshal(data, &got); err != nil || resp.StatusCode != http.StatusOK || got.Accepted != len(events) {
+		t.Fatalf("POST /api/v1/events: got %d %s, want 200 with %d accepted", resp.StatusCode, data, len(events))
+	}
+}
+
+// startPagesServer is a real server on a real SQLite file.
+func startPagesServer(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "oncetrace.db"), store.SyncNormal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writer := ingest.NewWriter(db, ingest.DefaultWriterConfig)
+	srv := httptest.NewServer(web.New(web.Config{DB: db, Writer: writer, Limits: ingest.DefaultLimits, Analysis: trace.DefaultConfig}))
+	t.Cleanup(func() {
+		srv.Close()
+		writer.Close()
+		db.Close()
+	})
+	return srv.URL
+}
+
+type fetchedPage struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func fetchPage(t *testing.T, rawURL string, fragment bool) fetchedPage {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, rawURL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fragment {
+		req.Header.Set("X-Oncetrace-Fragment", "1")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", rawURL, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: %v", rawURL, err)
+	}
+	return fetchedPage{resp.StatusCode, resp.Header, body}
+}
+
+// checkHTMLResponse checks what every UI response promises: HTML, a strict
+// Content-Security-Policy that the markup needs nothing beyond, and valid
+// markup.
+func checkHTMLResponse(t *testing.T, path string, r fetchedPage, wantStatus int, fragment bool) {
+	t.Helper()
+	if r.status != wantStatus {
+		t.Errorf("GET %s: got status %d, want %d", path, r.status, wantStatus)
+	}
+	if mt, _, _ := mime.ParseMediaType(r.header.Get("Content-Type")); mt != "text/html" {
+		t.Errorf("GET %s: got Content-Type %q, want text/html", path, r.header.Get("Content-Type"))
+	}
+	csp := r.header.Get("Content-Security-Policy")
+	if csp == "" || strings.Contains(csp, "unsafe-inline") || !strings.Contains(csp, "script-src 'self'") {
+		t.Errorf("GET %s: got Content-Security-Policy %q, want one with script-src 'self' and no 'unsafe-inline'", path, csp)
+	}
+	if ps := htmlcheck.InlineCode(r.body); len(ps) > 0 {
+		t.Errorf("GET %s: got markup a strict CSP blocks:\n%s\nwant none", path, ps)
+	}
+	check, kind := htmlcheck.Document, "page"
+	if fragment {
+		check, kind = htmlcheck.Fragment, "fragment"
+		if bytes.Contains(r.body, []byte("<html")) {
+			t.Errorf("GET %s as a fragment: got a whole page, want only the fragment", path)
+		}
+	}
+	if ps := check(r.body); len(ps) > 0 {
+		t.Errorf("GET %s: got an invalid HTML %s:\n%s\nwant none", path, kind, ps)
+	}
+}
+
+// TestPages serves every page of the UI from a real server holding the UI
+// fixture, and checks each response's status, type, security headers and
+// HTML validity, a block the page exists to show, and its JSON twin.
+func TestPages(t *testing.T) {
+	base := startPagesServer(t)
+
+	// Before any event: the empty state tells a new user what to do.
+	empty := fetchPage(t, base+"/", false)
+	checkHTMLResponse(t, "/ (empty)", empty, http.StatusOK, false)
+	if !bytes.Contains(empty.body, []byte(`data-testid="empty"`)) || !bytes.Contains(empty.body, []byte("curl "+base)) {
+		t.Errorf("GET / with no executions: got no empty state with a curl line to %s, want one", base)
+	}
+
+	postUIEvents(t, base, uiEvents())
+
+	attempt := views.AttemptURL(uiDupExec, "step-4", 1)
+	effect := views.EffectURL(uiDupExec, "mail-api", "msg_41bcc8")
+	tests := []struct {
+		path     string
+		fragment bool
+		status   int
+		want     []string // substrings of the body
+		twin     string   // the JSON twin, "" for none
+		twinWant string   // a substring of the twin's body
+	}{
+		{path: "/", status: 200, want: []string{`data-testid="execution-row"`, uiDupExec, "exec_running", "✗ 1 critical", "✗ 2 critical", "! 1 warning"},
+			twin: "/api/v1/executions", twinWant: `"execution_id":"exec_dup"`},
+		{path: "/?status=completed", status: 200, want: []string{uiDupExec, "exec_safe"},
+			twin: "/api/v1/executions?status=completed", twinWant: `"execution_id":"exec_safe"`},
+		{path: "/?q=" + uiDupKey, status: 200, want: []string{uiDupExec},
+			twin: "/api/v1/executions?q=" + uiDupKey, twinWant: `"execution_id":"exec_dup"`},
+		{path: "/executions/" + uiDupExec, status: 200, want: []string{`data-testid="timeline"`, "2 emails for step-4", `data-state="duplicate"`, "2 effects for one logical step"},
+			twin: "/api/v1/executions/" + uiDupExec, twinWant: `"state":"duplicate"`},
+		{path: "/executions/" + uiDupExec + "?lanes=all", status: 200, want: []string{`data-testid="timeline"`},
+			twin: "/api/v1/executions/" + uiDupExec, twinWant: `"step_id":"step-4"`},
+		{path: "/executions/" + uiCrashExec, status: 200, want: []string{"53 s — no process running", "worker pid-1 → pid-2", `data-testid="replay-ghost"`, "? lost"},
+			twin: "/api/v1/executions/" + uiCrashExec, twinWant: `"kind":"crash"`},
+		{path: "/executions/exec_safe", status: 200, want: []string{`data-testid="dedupe-badge"`, `data-testid="clean"`},
+			twin: "/api/v1/executions/exec_safe", twinWant: `"deduplicated":true`},
+		{path: "/executions/exec_running", status: 200, want: []string{"… running"},
+			twin: "/api/v1/executions/exec_running", twinWant: `"outcome":"running"`},
+		{path: attempt, status: 200, want: []string{`data-testid="attempt-detail"`, "network timeout after 10s", "&#34;to&#34;: &#34;jordan@acme.dev&#34;"},
+			twin: "/api/v1/executions/" + uiDupExec, twinWant: `"error":"network timeout after 10s"`},
+		{path: attempt, fragment: true, status: 200, want: []string{`data-testid="attempt-detail"`, uiDupKey}},
+		{path: effect, status: 200, want: []string{`data-testid="effect-detail"`, "2 effects for step-4"},
+			twin: "/api/v1/effects?state=duplicate", twinWant: `"effect_id":"msg_41bcc8"`},
+		{path: effect, fragment: true, status: 200, want: []string{`data-testid="effect-detail"`, "◆ duplicate"}},
+		{path: "/outbox", status: 200, want: []string{`data-state="duplicate"`, `data-state="orphan"`, `data-state="matched"`},
+			twin: "/api/v1/effects", twinWant: `"effect_id":"msg_orphan"`},
+		{path: "/outbox?state=orphan", status: 200, want: []string{"msg_orphan"},
+			twin: "/api/v1/effects?state=orphan", twinWant: `"effect_id":"msg_orphan"`},
+		{path: views.KeyURL(uiDupKey), status: 200, want: []string{`data-testid="key-attempt"`, "msg_41bcc7", "msg_41bcc8"},
+			twin: "/api/v1/keys/" + uiDupKey, twinWant: `"idempotency_key":"` + uiDupKey + `"`},
+		{path: "/executions/exec_nope", status: 404, want: []string{`data-testid="error"`, "404 Not Found"},
+			twin: "/api/v1/executions/exec_nope"},
+		{path: views.AttemptURL(uiDupExec, "step-4", 9), status: 404, want: []string{`data-testid="error"`}},
+		{path: views.EffectURL(uiDupExec, "mail-api", "msg_nope"), fragment: true, status: 404, want: []string{`data-testid="error"`}},
+	}
+	for _, tc := range tests {
+		name := tc.path
+		if tc.fragment {
+			name += " (fragment)"
+		}
+		t.Run(url.PathEscape(name), func(t *testing.T) {
+			r := fetchPage(t, base+tc.path, tc.fragment)
+			// A failed fragment request gets the error page, which the
+			// script replaces by navigating to the link.
+			checkHTMLResponse(t, tc.path, r, tc.status, tc.fragment && tc.status == http.StatusOK)
+			for _, w := range tc.want {
+				if !bytes.Contains(r.body, []byte(w)) {
+					t.Errorf("GET %s: got a body without %q, want it", tc.path, w)
+				}
+			}
+			if tc.twin == "" {
+				return
+			}
+			j := fetchPage(t, base+tc.twin, false)
+			if j.status != tc.status {
+				t.Errorf("GET %s (JSON twin): got status %d, want %d", tc.twin, j.status, tc.status)
+			}
+			if mt, _, _ := mime.ParseMediaType(j.header.Get("Content-Type")); mt != "application/json" || !json.Valid(j.body) {
+				t.Errorf("GET %s (JSON twin): got %q %.200s, want valid application/json", tc.twin, j.header.Get("Content-Type"), j.body)
+			}
+			if tc.twinWant != "" && !bytes.Contains(j.body, []byte(tc.twinWant)) {
+				t.Errorf("GET %s (JSON twin): got %.300s…, want it to contain %s", tc.twin, j.body, tc.twinWant)
+			}
+		})
+	}
+
+	// The one stylesheet and the one script the layout names are served.
+	for path, want := range map[string]string{"/static/css/oncetrace.css": "text/css", "/static/js/oncetrace.js": "javascript"} {
+		r := fetchPage(t, base+path, false)
+		if r.status != http.StatusOK || !strings.Contains(r.header.Get("Content-Type"), want) {
+			t.Errorf("GET %s: got %d %q, want 200 %s", path, r.status, r.header.Get("Content-Type"), want)
+		}
+	}
+}
