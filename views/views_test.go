@@ -17,7 +17,7 @@ import (
 	"github.com/a-h/templ"
 	"golang.org/x/net/html"
 
-	"github.com/oncetrace/oncetrace/internal/htmlcheck"
+	"github.com/oncetrace/oncetrace/views/htmlcheck"
 	"github.com/oncetrace/oncetrace/trace"
 	"github.com/oncetrace/oncetrace/views"
 )

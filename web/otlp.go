@@ -19,10 +19,14 @@ const (
 	otlpJSON     = "application/json"
 )
 
+// otlpTracesPath is where OTLP/HTTP exporters post traces.
+const otlpTracesPath = "/v1/traces"
+
 // gRPC status codes used in OTLP/HTTP error bodies.
 const (
 	codeInvalidArgument   = 3
 	codeResourceExhausted = 8
+	codeInternal          = 13
 	codeUnavailable       = 14
 	codeUnauthenticated   = 16
 )
@@ -94,4 +98,25 @@ func otlpError(c echo.Context, mt string, status, code int, msg string) error {
 	}
 	out, _ := json.Marshal(map[string]any{"code": code, "message": msg})
 	return c.Blob(status, otlpJSON, out)
+}
+
+// otlpFailure answers an error raised outside handleOTLPTraces (the ingest
+// token check, a method not allowed, an internal error) as OTLP/HTTP asks
+// of every 4xx and 5xx: a Status in the request's encoding, not the HTML
+// or {"error"} body of the other routes.
+func otlpFailure(c echo.Context, status int, msg string) {
+	mt := otlpJSON
+	if ct, _, err := mime.ParseMediaType(c.Request().Header.Get(echo.HeaderContentType)); err == nil && ct == otlpProtobuf {
+		mt = otlpProtobuf
+	}
+	code := codeInvalidArgument
+	switch {
+	case status == http.StatusUnauthorized:
+		code = codeUnauthenticated
+	case status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests:
+		code = codeUnavailable
+	case status >= 500:
+		code = codeInternal
+	}
+	_ = otlpError(c, mt, status, code, msg)
 }

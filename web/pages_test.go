@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/oncetrace/oncetrace/ingest"
-	"github.com/oncetrace/oncetrace/internal/htmlcheck"
+	"github.com/oncetrace/oncetrace/views/htmlcheck"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 	"github.com/oncetrace/oncetrace/views"

@@ -160,6 +160,10 @@ func (s *Server) handleError(err error, c echo.Context) {
 		_ = c.NoContent(status)
 		return
 	}
+	if c.Request().URL.Path == otlpTracesPath {
+		otlpFailure(c, status, msg)
+		return
+	}
 	if !isAPI(c) {
 		if err := render(c, status, views.ErrorPage(views.ErrorView{Status: status, Message: msg})); err == nil {
 			return

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/oncetrace/oncetrace/internal/htmlcheck"
+	"github.com/oncetrace/oncetrace/views/htmlcheck"
 )
 
 const validPage = `<!DOCTYPE html>
