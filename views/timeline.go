@@ -13,11 +13,14 @@ import (
 // Horizontal positions are percentages of the SVG's width (attributes, not
 // style, so a strict Content-Security-Policy holds); vertical ones pixels.
 const (
-	chartX0      = 24.0 // where the chart starts, % of the width
-	chartW       = 74.0 // the chart's width, %
-	axisH        = 66   // px above the first lane: ticks, axis, gap labels
-	laneH        = 46
-	outboxH      = 64
+	chartX0 = 24.0 // where the chart starts, % of the width
+	chartW  = 74.0 // the chart's width, %
+	axisH   = 66   // px above the first lane: ticks, axis, gap labels
+	laneH   = 46
+	outboxH = 64
+	// The outbox lane comes first, under the axis, so a second email is
+	// in view however many steps follow; the steps' lanes start below it.
+	lanesY       = axisH + outboxH
 	minBarW      = 0.45 // %, so a 1 ms attempt is still visible and clickable
 	maxGapShare  = 36.0 // % of the chart all gaps together may take
 	gapW         = 7.0  // % of the chart one gap takes at most
@@ -172,7 +175,7 @@ func NewTimeline(in TimelineInput) Timeline {
 	stepEffects := run.StepEffects()
 	laneOf := map[string]int{}
 	for i, s := range steps {
-		y := axisH + i*laneH
+		y := lanesY + i*laneH
 		lane := Lane{Y: y, StepID: s.ID, Tool: s.ToolName(), Effect: s.Class()}
 		showText := !tl.Compact && len(s.Attempts) <= 6
 		for j, a := range s.Attempts {
@@ -192,8 +195,8 @@ func NewTimeline(in TimelineInput) Timeline {
 		laneOf[s.ID] = i
 		tl.Lanes = append(tl.Lanes, lane)
 	}
-	tl.OutboxY = axisH + len(steps)*laneH + 8
-	tl.Height = tl.OutboxY + outboxH
+	tl.OutboxY = axisH
+	tl.Height = lanesY + len(steps)*laneH + 8
 
 	// Each effect is joined to the step it belongs to (trace's matching).
 	stepOf := map[trace.EffectRef]string{}
@@ -225,7 +228,7 @@ func NewTimeline(in TimelineInput) Timeline {
 			m.StepID = stepID
 			if li, drawn := laneOf[stepID]; drawn {
 				m.Linked = true
-				m.LinkY = axisH + li*laneH + 24
+				m.LinkY = lanesY + li*laneH + 6
 			}
 		}
 		m.Title = fmt.Sprintf("%s %s (%s) at %s", f.Provider, f.ID, m.State, UTC(f.At))
