@@ -279,6 +279,25 @@ func newBar(run trace.Run, sc scale, a trace.Attempt, tmax time.Time, showText b
 	return b
 }
 
+// tickOffset prints an offset precisely enough to tell apart ticks a
+// stretch of span apart: after a 53 s gap, a second of work reads
+// +53.21 s, +53.46 s, not +53.2 s five times.
+func tickOffset(d, span time.Duration) string {
+	if d < 10*time.Second || span >= 10*time.Second || d >= time.Hour {
+		return Duration(d)
+	}
+	digits := 2
+	if span < time.Second {
+		digits = 3
+	}
+	secs := func(d time.Duration) string { return trimZero(fmt.Sprintf("%.*f", digits, d.Seconds())) + " s" }
+	if d < time.Minute {
+		return secs(d)
+	}
+	m := d / time.Minute
+	return fmt.Sprintf("%d min %s", m, secs(d-m*time.Minute))
+}
+
 // OutcomeLabel is an outcome with its icon, so it never relies on colour.
 func OutcomeLabel(o trace.Outcome) string {
 	icon := map[trace.Outcome]string{
@@ -446,6 +465,7 @@ func (s scale) x(t time.Time) float64 {
 // ones, and the end, as offsets from the execution's first moment.
 func (s scale) ticks() []Tick {
 	var out []Tick
+	var stretch time.Duration // length of the stretch being labelled: ticks need its precision
 	add := func(t time.Time) {
 		x := s.pos(t)
 		if len(out) > 0 {
@@ -453,12 +473,13 @@ func (s scale) ticks() []Tick {
 				return
 			}
 		}
-		out = append(out, Tick{X: pct(x), Label: "+" + Duration(t.Sub(s.tmin)), Title: UTC(t)})
+		out = append(out, Tick{X: pct(x), Label: "+" + tickOffset(t.Sub(s.tmin), stretch), Title: UTC(t)})
 	}
 	for _, p := range s.pieces {
 		if p.gap {
 			continue
 		}
+		stretch = p.t1.Sub(p.t0)
 		add(p.t0)
 		if n := int((p.x1 - p.x0) / 18); n > 1 {
 			for k := 1; k < n; k++ {

@@ -17,9 +17,9 @@ import (
 	"github.com/a-h/templ"
 	"golang.org/x/net/html"
 
-	"github.com/oncetrace/oncetrace/views/htmlcheck"
 	"github.com/oncetrace/oncetrace/trace"
 	"github.com/oncetrace/oncetrace/views"
+	"github.com/oncetrace/oncetrace/views/htmlcheck"
 )
 
 // The fixture is one running execution that holds every case the timeline

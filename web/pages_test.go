@@ -15,10 +15,10 @@ import (
 	"time"
 
 	"github.com/oncetrace/oncetrace/ingest"
-	"github.com/oncetrace/oncetrace/views/htmlcheck"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 	"github.com/oncetrace/oncetrace/views"
+	"github.com/oncetrace/oncetrace/views/htmlcheck"
 	"github.com/oncetrace/oncetrace/web"
 )
 

@@ -176,7 +176,9 @@ func (s *Server) handleHealth(c echo.Context) error {
 	if err := s.cfg.DB.Ping(c.Request().Context()); err != nil {
 		return echo.NewHTTPError(http.StatusServiceUnavailable, "database: "+err.Error())
 	}
-	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+	// The gap threshold tells agents (the demo) how long a silence must be
+	// to show as a gap on this server.
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok", "gap_threshold": s.cfg.Analysis.GapThreshold.String()})
 }
 
 // staticFiles serves the embedded stylesheet and scripts. They change only

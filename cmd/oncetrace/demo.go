@@ -75,8 +75,38 @@ func runDemoCommand(args []string, out io.Writer) error {
 	}
 	ctx, cancel := signalContext()
 	defer cancel()
+	gapSet := false
+	fs.Visit(func(f *flag.Flag) { gapSet = gapSet || f.Name == "gap" })
+	if threshold := serverGapThreshold(ctx, o.server); !gapSet && threshold >= o.gap {
+		// A gap shorter than the server's threshold would not show as a
+		// crash gap; the scenarios are there to show one.
+		o.gap = threshold + time.Second
+		fmt.Fprintf(out, "demo: the server shows gaps longer than %s; the crash scenarios wait %s\n", threshold, o.gap)
+	}
 	_, err := runDemo(ctx, o)
 	return err
+}
+
+// serverGapThreshold asks the server how long a silence must be to show as
+// a gap; 0 when it does not say.
+func serverGapThreshold(ctx context.Context, server string) time.Duration {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(server, "/")+"/healthz", nil)
+	if err != nil {
+		return 0
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	var health struct {
+		GapThreshold string `json:"gap_threshold"`
+	}
+	if json.NewDecoder(resp.Body).Decode(&health) != nil {
+		return 0
+	}
+	d, _ := time.ParseDuration(health.GapThreshold)
+	return d
 }
 
 // demoResult is one scenario's execution as the server audited it.

@@ -152,13 +152,22 @@ func runServe(args []string) error {
 // serveDemo loads the demo into a database that does not have it yet, in
 // the background, so the first page is served at once.
 func serveDemo(ctx context.Context, db *store.DB, c serveConfig, server string, logger *slog.Logger) {
-	existing, _, err := db.ListExecutions(ctx, store.ExecutionFilter{Q: "demo-", Limit: 1})
+	// The demo is there when its six scenarios are: executions named
+	// demo-… carrying a scenario label. A user's own demo-… executions, or
+	// a demo cut short by a shutdown, do not count.
+	existing, _, err := db.ListExecutions(ctx, store.ExecutionFilter{Q: "demo-", Limit: store.MaxPageSize})
 	if err != nil {
 		logger.Error("demo: cannot look for earlier demo runs", "err", err)
 		return
 	}
-	if len(existing) > 0 {
-		logger.Info("demo: this database already holds the demo; not running it again", "execution", existing[0].ID)
+	scenariosDone := map[string]bool{}
+	for _, x := range existing {
+		if sc := x.Labels["scenario"]; sc != "" && x.Status.Terminal() {
+			scenariosDone[sc] = true
+		}
+	}
+	if len(scenariosDone) >= len(scenarios) {
+		logger.Info("demo: this database already holds the demo; not running it again")
 		return
 	}
 	gap := c.demoGap
