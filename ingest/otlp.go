@@ -152,6 +152,17 @@ func isAgentRoot(s *otlpSpan) bool {
 	return false
 }
 
+// spanEventID is the id of a span's execution or attempt event. A span
+// exported before it ended and again after gives two events, so that the
+// second completes what the first opened instead of being a duplicate.
+func spanEventID(s *otlpSpan) string {
+	id := "otlp:" + s.traceID + ":" + s.spanID
+	if s.span.EndTimestamp() == 0 {
+		id += ":running"
+	}
+	return id
+}
+
 func executionEvent(s *otlpSpan, byID map[string]*otlpSpan) map[string]any {
 	sp := s.span
 	attrs := sp.Attributes()
@@ -159,7 +170,7 @@ func executionEvent(s *otlpSpan, byID map[string]*otlpSpan) map[string]any {
 	if name == "" {
 		name = sp.Name()
 	}
-	ev := map[string]any{"type": "execution", "id": "otlp:" + s.traceID + ":" + s.spanID, "execution_id": s.execution,
+	ev := map[string]any{"type": "execution", "id": spanEventID(s), "execution_id": s.execution,
 		"name": name, "started_at": timestamp(sp.StartTimestamp())}
 	if sp.EndTimestamp() != 0 {
 		ev["ended_at"] = timestamp(sp.EndTimestamp())
@@ -183,7 +194,7 @@ func attemptEvent(s *otlpSpan, byID map[string]*otlpSpan) map[string]any {
 	if tool == "" {
 		tool = sp.Name()
 	}
-	ev := map[string]any{"type": "attempt", "id": "otlp:" + s.traceID + ":" + s.spanID, "execution_id": s.execution,
+	ev := map[string]any{"type": "attempt", "id": spanEventID(s), "execution_id": s.execution,
 		"step_id": s.step, "attempt": s.attempt, "tool": tool, "started_at": timestamp(sp.StartTimestamp())}
 	if class := effectClass(attrs); class != "" {
 		ev["effect"] = class
@@ -214,8 +225,10 @@ func attemptEvent(s *otlpSpan, byID map[string]*otlpSpan) map[string]any {
 	if sp.Status().Code() == ptrace.StatusCodeError {
 		outcome = "error"
 		msg := sp.Status().Message()
-		if t := str(attrs, "error.type"); t != "" {
-			msg = strings.TrimSpace(t + ": " + msg)
+		if t := str(attrs, "error.type"); t != "" && msg != "" {
+			msg = t + ": " + msg
+		} else if t != "" {
+			msg = t
 		}
 		if msg != "" {
 			ev["error"] = msg
@@ -284,6 +297,9 @@ func assignSteps(spans []*otlpSpan) {
 	// the same step by start time.
 	steps := map[string][]*otlpSpan{}
 	for _, s := range spans {
+		if s.span.Name() == otlpEffectName || isAgentRoot(s) {
+			continue // not attempts: they must not shift the attempts' ranks
+		}
 		k := s.execution + "/" + s.step
 		steps[k] = append(steps[k], s)
 	}
