@@ -88,9 +88,12 @@ type requestDone struct {
 // goroutines queue up; the writer commits all those waiting in one
 // transaction (group commit) and answers each only after the commit.
 type Writer struct {
-	db     *store.DB
-	cfg    WriterConfig
-	queue  chan *request
+	db    *store.DB
+	cfg   WriterConfig
+	queue chan *request
+	// fed caches the providers whose outbox holds an effect; the writer
+	// goroutine alone uses it. It only grows.
+	fed    map[string]bool
 	mu     sync.RWMutex // guards closed against sends on a closed queue
 	closed bool
 	done   chan struct{}
@@ -110,7 +113,11 @@ func NewWriter(db *store.DB, cfg WriterConfig) *Writer {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	w := &Writer{db: db, cfg: cfg, queue: make(chan *request, cfg.QueueLength), done: make(chan struct{})}
+	fed, err := db.FedProviders(context.Background())
+	if err != nil {
+		fed = map[string]bool{} // each provider is then looked up when it is first seen
+	}
+	w := &Writer{db: db, cfg: cfg, queue: make(chan *request, cfg.QueueLength), done: make(chan struct{}), fed: fed}
 	go w.run()
 	return w
 }
@@ -196,7 +203,7 @@ func (w *Writer) commit(group []*request) {
 	received := w.cfg.Now()
 	err := w.db.Update(context.Background(), func(tx *store.Tx) error {
 		committed, analysed = committed[:0], analysis{}
-		touched := map[string]trace.Event{} // entity -> one of its new events
+		touched := map[string][]trace.Event{} // entity -> its new events
 		for i, req := range group {
 			results[i] = requestDone{}
 			reqTouched, reqCommitted, res, err := insertRequest(tx, req.events, received)
@@ -206,7 +213,7 @@ func (w *Writer) commit(group []*request) {
 			}
 			results[i].result = res
 			for k, v := range reqTouched {
-				touched[k] = v
+				touched[k] = append(touched[k], v...)
 			}
 			committed = append(committed, reqCommitted...)
 		}
@@ -214,7 +221,7 @@ func (w *Writer) commit(group []*request) {
 			return nil
 		}
 		var err error
-		analysed, err = materialise(tx, touched, w.cfg.Analysis)
+		analysed, err = materialise(tx, touched, w.fed, w.cfg.Analysis)
 		return err
 	})
 	for i, req := range group {
@@ -223,14 +230,19 @@ func (w *Writer) commit(group []*request) {
 		}
 		req.done <- results[i]
 	}
+	if err == nil {
+		for _, p := range analysed.fed {
+			w.fed[p] = true
+		}
+	}
 	if err == nil && w.cfg.OnCommit != nil && len(committed) > 0 {
 		w.cfg.OnCommit(Commit{Events: committed, Executions: analysed.executions, NewCritical: analysed.newCritical})
 	}
 }
 
-func insertRequest(tx *store.Tx, events []trace.Event, received time.Time) (map[string]trace.Event, []Committed, Result, error) {
+func insertRequest(tx *store.Tx, events []trace.Event, received time.Time) (map[string][]trace.Event, []Committed, Result, error) {
 	var res Result
-	touched := map[string]trace.Event{}
+	touched := map[string][]trace.Event{}
 	var committed []Committed
 	if err := tx.Savepoint(); err != nil {
 		return nil, nil, res, err
@@ -248,7 +260,7 @@ func insertRequest(tx *store.Tx, events []trace.Event, received time.Time) (map[
 			continue
 		}
 		res.Accepted++
-		touched[ev.Entity()] = ev
+		touched[ev.Entity()] = append(touched[ev.Entity()], ev)
 		committed = append(committed, Committed{Seq: seq, Event: ev})
 	}
 	return touched, committed, res, tx.Release()
@@ -266,16 +278,28 @@ var storedLimits = Limits{BodyBytes: math.MaxInt64, Events: math.MaxInt, IDBytes
 type analysis struct {
 	executions  []string
 	newCritical []trace.Finding
+	newlyFed    []string // providers whose outbox got its first effect
+	fed         []string // every provider this commit stored an effect of
 }
 
-func materialise(tx *store.Tx, touched map[string]trace.Event, cfg trace.Config) (analysis, error) {
+// materialise refolds and re-audits; fed is the writer's set of providers
+// known to have effects (it only grows, so it is kept across commits).
+func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[string]bool, cfg trace.Config) (analysis, error) {
 	var out analysis
 	executions := map[string]bool{}
 	keys := map[string]bool{}
 	var effectRefs []trace.EffectRef
 	var steps []store.StepRef
-	var newlyFed []string
 	checkedProviders := map[string]bool{}
+	ensured := map[string]bool{}
+	// ensure creates an execution an attempt or effect names, once a commit.
+	ensure := func(id string) error {
+		if ensured[id] {
+			return nil
+		}
+		ensured[id] = true
+		return tx.EnsureExecution(id)
+	}
 
 	entities := make([]string, 0, len(touched))
 	for e := range touched {
@@ -283,15 +307,23 @@ func materialise(tx *store.Tx, touched map[string]trace.Event, cfg trace.Config)
 	}
 	sort.Strings(entities) // a fixed order keeps lock and write patterns stable
 	for _, entity := range entities {
-		bodies, err := tx.EntityBodies(entity)
+		stored, err := tx.EntityEvents(entity)
 		if err != nil {
 			return out, err
 		}
-		events := make([]trace.Event, 0, len(bodies))
-		for _, b := range bodies {
-			ev, err := ParseEvent(b, storedLimits)
-			if err != nil {
-				return out, fmt.Errorf("ingest: stored event of %q no longer parses: %w", entity, err)
+		// Events of this commit are parsed already; only older ones are
+		// read back from the log.
+		fresh := make(map[string]trace.Event, len(touched[entity]))
+		for _, ev := range touched[entity] {
+			fresh[ev.ID] = ev
+		}
+		events := make([]trace.Event, 0, len(stored))
+		for _, b := range stored {
+			ev, ok := fresh[b.ID]
+			if !ok {
+				if ev, err = ParseStored(b.Body); err != nil {
+					return out, fmt.Errorf("ingest: stored event of %q no longer parses: %w", entity, err)
+				}
 			}
 			events = append(events, ev)
 		}
@@ -310,14 +342,14 @@ func materialise(tx *store.Tx, touched map[string]trace.Event, cfg trace.Config)
 					keys[k] = true
 				}
 				if x := ev.Effect.ExecutionID; x != "" {
-					if err := tx.EnsureExecution(x); err != nil {
+					if err := ensure(x); err != nil {
 						return out, err
 					}
 					executions[x] = true
 				}
 			}
 		}
-		switch touched[entity].Type {
+		switch touched[entity][0].Type {
 		case trace.EventExecution:
 			x := trace.FoldExecution(events)
 			if err := tx.PutExecution(x); err != nil {
@@ -326,7 +358,7 @@ func materialise(tx *store.Tx, touched map[string]trace.Event, cfg trace.Config)
 			executions[x.ID] = true
 		case trace.EventAttempt:
 			a := trace.FoldAttempt(events)
-			if err := tx.EnsureExecution(a.ExecutionID); err != nil {
+			if err := ensure(a.ExecutionID); err != nil {
 				return out, err
 			}
 			if err := tx.PutAttempt(a); err != nil {
@@ -339,18 +371,19 @@ func materialise(tx *store.Tx, touched map[string]trace.Event, cfg trace.Config)
 			}
 		case trace.EventEffect:
 			f := trace.FoldEffect(events)
-			if !checkedProviders[f.Provider] {
+			if !known[f.Provider] && !checkedProviders[f.Provider] {
 				checkedProviders[f.Provider] = true
+				out.fed = append(out.fed, f.Provider)
 				fed, err := tx.HasEffects(f.Provider)
 				if err != nil {
 					return out, err
 				}
 				if !fed {
-					newlyFed = append(newlyFed, f.Provider)
+					out.newlyFed = append(out.newlyFed, f.Provider)
 				}
 			}
 			if f.ExecutionID != "" {
-				if err := tx.EnsureExecution(f.ExecutionID); err != nil {
+				if err := ensure(f.ExecutionID); err != nil {
 					return out, err
 				}
 				executions[f.ExecutionID] = true
@@ -374,7 +407,7 @@ func materialise(tx *store.Tx, touched map[string]trace.Event, cfg trace.Config)
 	if err != nil {
 		return out, err
 	}
-	providerExecutions, err := tx.ExecutionsWritingTo(newlyFed)
+	providerExecutions, err := tx.ExecutionsWritingTo(out.newlyFed)
 	if err != nil {
 		return out, err
 	}
@@ -383,9 +416,12 @@ func materialise(tx *store.Tx, touched map[string]trace.Event, cfg trace.Config)
 			executions[id] = true
 		}
 	}
-	fed, err := tx.FedProviders()
-	if err != nil {
-		return out, err
+	fed := make(map[string]bool, len(known)+len(checkedProviders))
+	for p := range known {
+		fed[p] = true
+	}
+	for p := range checkedProviders {
+		fed[p] = true // checked because this commit stores an effect of it
 	}
 	runs := make([]trace.Run, 0, len(executions))
 	for _, id := range setList(executions) {

@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"sync"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
 )
@@ -36,6 +37,14 @@ type DB struct {
 	Path  string
 	write *sql.DB
 	read  *sql.DB
+
+	// writeConn is the writer's one connection, held for the life of the
+	// DB so that its prepared statements live as long: compiling SQL was a
+	// quarter of the writer's time. writeMu serialises transactions on it.
+	writeConn *sql.Conn
+	writeMu   sync.Mutex
+	mu        sync.Mutex // guards prepared
+	prepared  map[string]*sql.Stmt
 }
 
 // Open opens (creating if needed) the database file at path and applies
@@ -71,17 +80,48 @@ func Open(ctx context.Context, path string, sync Sync) (*DB, error) {
 	n := max(4, runtime.NumCPU())
 	read.SetMaxOpenConns(n)
 	read.SetMaxIdleConns(n)
-	db := &DB{Path: path, write: write, read: read}
+	db := &DB{Path: path, write: write, read: read, prepared: map[string]*sql.Stmt{}}
 	if err := db.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err
+	}
+	if db.writeConn, err = write.Conn(context.Background()); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	return db, nil
 }
 
 // Close closes both pools.
 func (db *DB) Close() error {
-	return errors.Join(db.read.Close(), db.write.Close())
+	db.mu.Lock()
+	for _, st := range db.prepared {
+		st.Close()
+	}
+	db.mu.Unlock()
+	var connErr error
+	if db.writeConn != nil {
+		connErr = db.writeConn.Close()
+	}
+	return errors.Join(connErr, db.read.Close(), db.write.Close())
+}
+
+// writerStmt returns the writer's prepared statement for query, preparing
+// it the first time.
+func (db *DB) writerStmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if st, ok := db.prepared[query]; ok {
+		return st, nil
+	}
+	// Prepared on the writer's connection, not the pool (whose one
+	// connection that is), so this works inside its open transaction.
+	st, err := db.writeConn.PrepareContext(context.Background(), query)
+	if err != nil {
+		return nil, err
+	}
+	db.prepared[query] = st
+	return st, nil
 }
 
 // migrate applies the embedded migrations not yet recorded, in order, one

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -105,10 +106,8 @@ func loadRun(ctx context.Context, q querier, id string, fed map[string]bool) (tr
 	run.Steps = groupSteps(attempts)
 
 	keys := attemptKeys(attempts)
-	in := placeholders(len(keys))
-	args := append([]any{id}, stringsAsAny(keys)...)
 	rows, err = q.QueryContext(ctx, `SELECT `+effectColumns+` FROM effects WHERE execution_id = ?
-		UNION SELECT `+effectColumns+` FROM effects WHERE idempotency_key IN (`+in+`) ORDER BY at, provider, effect_id`, args...)
+		UNION SELECT `+effectColumns+` FROM effects WHERE idempotency_key IN `+inList+` ORDER BY at, provider, effect_id`, id, jsonList(keys))
 	if err != nil {
 		return run, fmt.Errorf("store: load effects of %s: %w", id, err)
 	}
@@ -117,8 +116,8 @@ func loadRun(ctx context.Context, q querier, id string, fed map[string]bool) (tr
 	}
 	if len(keys) > 0 {
 		rows, err = q.QueryContext(ctx, `SELECT `+attemptColumns+` FROM attempts
-			WHERE idempotency_key IN (`+in+`) AND execution_id != ? ORDER BY execution_id, step_id, attempt`,
-			append(stringsAsAny(keys), id)...)
+			WHERE idempotency_key IN `+inList+` AND execution_id != ? ORDER BY execution_id, step_id, attempt`,
+			jsonList(keys), id)
 		if err != nil {
 			return run, fmt.Errorf("store: load key peers of %s: %w", id, err)
 		}
@@ -180,6 +179,19 @@ func attemptKeys(attempts []trace.Attempt) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// inList matches a column against a list given as one JSON array argument
+// (jsonList): the query's text stays the same whatever the list's length,
+// so it is prepared once.
+const inList = `(SELECT value FROM json_each(?))`
+
+func jsonList(ss []string) string {
+	if ss == nil {
+		ss = []string{}
+	}
+	b, _ := json.Marshal(ss)
+	return string(b)
 }
 
 // placeholders returns "?, ?, ?" for n arguments; for n = 0 it returns

@@ -14,21 +14,24 @@ import (
 // are the building blocks of ingest's group commit.
 type Tx struct {
 	ctx   context.Context
+	db    *DB
 	tx    *sql.Tx
 	stmts map[string]*sql.Stmt
 }
 
 // Update runs fn in one write transaction and commits it when fn returns nil.
 func (db *DB) Update(ctx context.Context, fn func(*Tx) error) error {
-	tx, err := db.write.BeginTx(ctx, nil)
+	db.writeMu.Lock()
+	defer db.writeMu.Unlock()
+	tx, err := db.writeConn.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("store: begin: %w", err)
 	}
 	defer tx.Rollback()
-	t := &Tx{ctx: ctx, tx: tx, stmts: map[string]*sql.Stmt{}}
+	t := &Tx{ctx: ctx, db: db, tx: tx, stmts: map[string]*sql.Stmt{}}
 	defer func() {
 		for _, s := range t.stmts {
-			s.Close()
+			s.Close() // the transaction's binding; the prepared statement stays
 		}
 	}()
 	if err := fn(t); err != nil {
@@ -40,17 +43,38 @@ func (db *DB) Update(ctx context.Context, fn func(*Tx) error) error {
 	return nil
 }
 
-// stmt prepares a hot statement once per transaction.
+// stmt returns the writer's prepared statement for query, bound to this
+// transaction. Every query of a Tx goes through it, so its text must not
+// vary with its arguments (lists go in as one JSON array, see inList).
 func (t *Tx) stmt(query string) (*sql.Stmt, error) {
 	if s, ok := t.stmts[query]; ok {
 		return s, nil
 	}
-	s, err := t.tx.PrepareContext(t.ctx, query)
+	prepared, err := t.db.writerStmt(t.ctx, query)
 	if err != nil {
 		return nil, err
 	}
+	s := t.tx.StmtContext(t.ctx, prepared)
 	t.stmts[query] = s
 	return s, nil
+}
+
+// QueryContext and QueryRowContext make a Tx a querier whose queries are
+// prepared once for the writer's connection.
+func (t *Tx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	s, err := t.stmt(query)
+	if err != nil {
+		return nil, err
+	}
+	return s.QueryContext(ctx, args...)
+}
+
+func (t *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	s, err := t.stmt(query)
+	if err != nil {
+		return t.tx.QueryRowContext(ctx, query, args...) // reports the same error
+	}
+	return s.QueryRowContext(ctx, args...)
 }
 
 func (t *Tx) exec(query string, args ...any) error {
@@ -75,35 +99,41 @@ func (t *Tx) RollbackTo() error {
 // there. It returns the event's sequence number when it was inserted.
 func (t *Tx) InsertEvent(ev trace.Event, received time.Time) (seq int64, inserted bool, err error) {
 	s, err := t.stmt(`INSERT INTO events (id, type, entity, execution_id, body, received_at) VALUES (?, ?, ?, ?, ?, ?)
-		ON CONFLICT (id) DO NOTHING RETURNING seq`)
+		ON CONFLICT (id) DO NOTHING`)
 	if err != nil {
 		return 0, false, fmt.Errorf("store: insert event: %w", err)
 	}
-	err = s.QueryRowContext(t.ctx, ev.ID, string(ev.Type), ev.Entity(), ev.ExecutionID(), string(ev.Body), received.UnixNano()).Scan(&seq)
-	if err == sql.ErrNoRows {
-		return 0, false, nil
+	res, err := s.ExecContext(t.ctx, ev.ID, string(ev.Type), ev.Entity(), ev.ExecutionID(), string(ev.Body), received.UnixNano())
+	if err != nil {
+		return 0, false, fmt.Errorf("store: insert event %s: %w", ev.ID, err)
 	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return 0, false, err // already stored: a duplicate
+	}
+	seq, err = res.LastInsertId() // seq is the rowid
 	if err != nil {
 		return 0, false, fmt.Errorf("store: insert event %s: %w", ev.ID, err)
 	}
 	return seq, true, nil
 }
 
-// EntityBodies returns the stored bodies of every event of one entity.
-func (t *Tx) EntityBodies(entity string) ([][]byte, error) {
-	s, err := t.stmt(`SELECT body FROM events WHERE entity = ?`)
-	if err != nil {
-		return nil, fmt.Errorf("store: entity events: %w", err)
-	}
-	rows, err := s.QueryContext(t.ctx, entity)
+// StoredBody is one stored event's id and body.
+type StoredBody struct {
+	ID   string
+	Body []byte
+}
+
+// EntityEvents returns the stored id and body of every event of one entity.
+func (t *Tx) EntityEvents(entity string) ([]StoredBody, error) {
+	rows, err := t.QueryContext(t.ctx, `SELECT id, body FROM events WHERE entity = ?`, entity)
 	if err != nil {
 		return nil, fmt.Errorf("store: entity events: %w", err)
 	}
 	defer rows.Close()
-	var out [][]byte
+	var out []StoredBody
 	for rows.Next() {
-		var b []byte
-		if err := rows.Scan(&b); err != nil {
+		var b StoredBody
+		if err := rows.Scan(&b.ID, &b.Body); err != nil {
 			return nil, fmt.Errorf("store: entity events: %w", err)
 		}
 		out = append(out, b)
@@ -161,7 +191,7 @@ func (t *Tx) PutEffect(f trace.Effect) error {
 // HasEffects reports whether a provider's outbox holds any effect.
 func (t *Tx) HasEffects(provider string) (bool, error) {
 	var n int
-	err := t.tx.QueryRowContext(t.ctx, `SELECT count(*) FROM (SELECT 1 FROM effects WHERE provider = ? LIMIT 1)`, provider).Scan(&n)
+	err := t.QueryRowContext(t.ctx, `SELECT count(*) FROM (SELECT 1 FROM effects WHERE provider = ? LIMIT 1)`, provider).Scan(&n)
 	if err != nil {
 		return false, fmt.Errorf("store: provider %s: %w", provider, err)
 	}
@@ -169,7 +199,9 @@ func (t *Tx) HasEffects(provider string) (bool, error) {
 }
 
 // FedProviders returns the providers whose outbox holds any effect.
-func (t *Tx) FedProviders() (map[string]bool, error) { return fedProviders(t.ctx, t.tx) }
+func (db *DB) FedProviders(ctx context.Context) (map[string]bool, error) {
+	return fedProviders(ctx, db.read)
+}
 
 func fedProviders(ctx context.Context, q querier) (map[string]bool, error) {
 	rows, err := q.QueryContext(ctx, `SELECT DISTINCT provider FROM effects`)
@@ -194,7 +226,7 @@ func (t *Tx) ExecutionsWithKeys(keys []string) ([]string, error) {
 	if len(keys) == 0 {
 		return nil, nil
 	}
-	return t.strings(`SELECT DISTINCT execution_id FROM attempts WHERE idempotency_key IN (`+placeholders(len(keys))+`)`, stringsAsAny(keys)...)
+	return t.strings(`SELECT DISTINCT execution_id FROM attempts WHERE idempotency_key IN `+inList, jsonList(keys))
 }
 
 // ExecutionsWritingTo returns the executions with an attempt naming one of
@@ -205,11 +237,11 @@ func (t *Tx) ExecutionsWritingTo(providers []string) ([]string, error) {
 	if len(providers) == 0 {
 		return nil, nil
 	}
-	return t.strings(`SELECT DISTINCT execution_id FROM attempts WHERE provider IN (`+placeholders(len(providers))+`)`, stringsAsAny(providers)...)
+	return t.strings(`SELECT DISTINCT execution_id FROM attempts WHERE provider IN `+inList, jsonList(providers))
 }
 
 func (t *Tx) strings(query string, args ...any) ([]string, error) {
-	rows, err := t.tx.QueryContext(t.ctx, query, args...)
+	rows, err := t.QueryContext(t.ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
@@ -238,7 +270,7 @@ func (t *Tx) RecheckOrphans(effects []trace.EffectRef, keys []string, steps []St
 		candidates[r] = true
 	}
 	collect := func(query string, args ...any) error {
-		rows, err := t.tx.QueryContext(t.ctx, query, args...)
+		rows, err := t.QueryContext(t.ctx, query, args...)
 		if err != nil {
 			return fmt.Errorf("store: orphan candidates: %w", err)
 		}
@@ -253,7 +285,7 @@ func (t *Tx) RecheckOrphans(effects []trace.EffectRef, keys []string, steps []St
 		return rows.Err()
 	}
 	if len(keys) > 0 {
-		if err := collect(`SELECT provider, effect_id FROM effects WHERE idempotency_key IN (`+placeholders(len(keys))+`)`, stringsAsAny(keys)...); err != nil {
+		if err := collect(`SELECT provider, effect_id FROM effects WHERE idempotency_key IN `+inList, jsonList(keys)); err != nil {
 			return nil, err
 		}
 	}
@@ -269,18 +301,18 @@ func (t *Tx) RecheckOrphans(effects []trace.EffectRef, keys []string, steps []St
 	}
 	var touched []string
 	for r := range candidates {
-		f, err := scanEffect(t.tx.QueryRowContext(t.ctx, `SELECT `+effectColumns+` FROM effects WHERE provider = ? AND effect_id = ?`, r.Provider, r.ID))
+		f, err := scanEffect(t.QueryRowContext(t.ctx, `SELECT `+effectColumns+` FROM effects WHERE provider = ? AND effect_id = ?`, r.Provider, r.ID))
 		if err != nil {
 			return nil, fmt.Errorf("store: recheck effect %s/%s: %w", r.Provider, r.ID, err)
 		}
 		var matched int
-		err = t.tx.QueryRowContext(t.ctx, `SELECT EXISTS (SELECT 1 FROM attempts WHERE ? != '' AND idempotency_key = ?)
+		err = t.QueryRowContext(t.ctx, `SELECT EXISTS (SELECT 1 FROM attempts WHERE ? != '' AND idempotency_key = ?)
 			OR EXISTS (SELECT 1 FROM attempts WHERE execution_id = ? AND step_id = ?)`,
 			f.IdempotencyKey, f.IdempotencyKey, f.ExecutionID, f.StepID).Scan(&matched)
 		if err != nil {
 			return nil, fmt.Errorf("store: recheck effect %s/%s: %w", r.Provider, r.ID, err)
 		}
-		if _, err := t.tx.ExecContext(t.ctx, `DELETE FROM findings WHERE source = 'effect' AND effect_provider = ? AND effect_id = ?`, r.Provider, r.ID); err != nil {
+		if err := t.exec(`DELETE FROM findings WHERE source = 'effect' AND effect_provider = ? AND effect_id = ?`, r.Provider, r.ID); err != nil {
 			return nil, fmt.Errorf("store: recheck effect %s/%s: %w", r.Provider, r.ID, err)
 		}
 		state := trace.MatchMatched
@@ -292,7 +324,7 @@ func (t *Tx) RecheckOrphans(effects []trace.EffectRef, keys []string, steps []St
 		}
 		// A matched effect may be a duplicate; the run analysis that follows
 		// refines it, so only leave orphan here.
-		if _, err := t.tx.ExecContext(t.ctx, `UPDATE effects SET state = ? WHERE provider = ? AND effect_id = ? AND (state = 'orphan' OR ? = 'orphan')`,
+		if err := t.exec(`UPDATE effects SET state = ? WHERE provider = ? AND effect_id = ? AND (state = 'orphan' OR ? = 'orphan')`,
 			string(state), r.Provider, r.ID, string(state)); err != nil {
 			return nil, fmt.Errorf("store: recheck effect %s/%s: %w", r.Provider, r.ID, err)
 		}
@@ -323,13 +355,13 @@ func (t *Tx) insertFinding(source string, f trace.Finding) error {
 
 // LoadRun reads one execution for analysis inside the transaction.
 func (t *Tx) LoadRun(id string, fed map[string]bool) (trace.Run, error) {
-	return loadRun(t.ctx, t.tx, id, fed)
+	return loadRun(t.ctx, t, id, fed)
 }
 
 // CriticalFindings returns the critical findings the last analysis of an
 // execution stored.
 func (t *Tx) CriticalFindings(executionID string) ([]trace.Finding, error) {
-	rows, err := t.tx.QueryContext(t.ctx, `SELECT body FROM findings WHERE execution_id = ? AND source = 'run' AND severity = 'critical'`, executionID)
+	rows, err := t.QueryContext(t.ctx, `SELECT body FROM findings WHERE execution_id = ? AND source = 'run' AND severity = 'critical'`, executionID)
 	if err != nil {
 		return nil, fmt.Errorf("store: critical findings of %s: %w", executionID, err)
 	}
@@ -353,7 +385,7 @@ func (t *Tx) CriticalFindings(executionID string) ([]trace.Finding, error) {
 // its steps, its effects' match states and its counts.
 func (t *Tx) SaveAnalysis(run trace.Run, findings []trace.Finding, states map[trace.EffectRef]trace.MatchState, counts trace.Counts) error {
 	id := run.Execution.ID
-	if _, err := t.tx.ExecContext(t.ctx, `DELETE FROM findings WHERE execution_id = ? AND source = 'run'`, id); err != nil {
+	if err := t.exec(`DELETE FROM findings WHERE execution_id = ? AND source = 'run'`, id); err != nil {
 		return fmt.Errorf("store: save analysis of %s: %w", id, err)
 	}
 	for _, f := range findings {
