@@ -291,6 +291,7 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 	var effectRefs []trace.EffectRef
 	var steps []store.StepRef
 	checkedProviders := map[string]bool{}
+	changedSteps := map[string]map[string]bool{} // execution -> steps whose attempts changed
 	ensured := map[string]bool{}
 	// ensure creates an execution an attempt or effect names, once a commit.
 	ensure := func(id string) error {
@@ -366,6 +367,10 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 			}
 			executions[a.ExecutionID] = true
 			steps = append(steps, store.StepRef{ExecutionID: a.ExecutionID, StepID: a.StepID})
+			if changedSteps[a.ExecutionID] == nil {
+				changedSteps[a.ExecutionID] = map[string]bool{}
+			}
+			changedSteps[a.ExecutionID][a.StepID] = true
 			if a.IdempotencyKey != "" {
 				keys[a.IdempotencyKey] = true
 			}
@@ -442,12 +447,14 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 				runStates[f.Ref()] = st
 			}
 		}
-		before, err := tx.CriticalFindings(run.Execution.ID)
+		before, err := tx.RunFindings(run.Execution.ID)
 		if err != nil {
 			return out, err
 		}
 		findings := trace.AuditRun(run, cfg)
-		if err := tx.SaveAnalysis(run, findings, runStates, run.Counts()); err != nil {
+		err = tx.SaveAnalysis(store.Analysis{Run: run, Findings: findings, Before: before, States: runStates,
+			Counts: run.Counts(), Steps: changedSteps[run.Execution.ID]})
+		if err != nil {
 			return out, err
 		}
 		out.executions = append(out.executions, run.Execution.ID)

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -88,11 +89,13 @@ func (t *Tx) exec(query string, args ...any) error {
 
 // Savepoint, Release and RollbackTo isolate one request inside a group
 // commit, so that a failing request does not take the others down.
-func (t *Tx) Savepoint() error { _, err := t.tx.ExecContext(t.ctx, `SAVEPOINT request`); return err }
-func (t *Tx) Release() error   { _, err := t.tx.ExecContext(t.ctx, `RELEASE request`); return err }
+func (t *Tx) Savepoint() error { return t.exec(`SAVEPOINT request`) }
+func (t *Tx) Release() error   { return t.exec(`RELEASE request`) }
 func (t *Tx) RollbackTo() error {
-	_, err := t.tx.ExecContext(t.ctx, `ROLLBACK TO request; RELEASE request`)
-	return err
+	if err := t.exec(`ROLLBACK TO request`); err != nil {
+		return err
+	}
+	return t.exec(`RELEASE request`)
 }
 
 // InsertEvent appends an event to the raw log unless its id is already
@@ -358,12 +361,12 @@ func (t *Tx) LoadRun(id string, fed map[string]bool) (trace.Run, error) {
 	return loadRun(t.ctx, t, id, fed)
 }
 
-// CriticalFindings returns the critical findings the last analysis of an
-// execution stored.
-func (t *Tx) CriticalFindings(executionID string) ([]trace.Finding, error) {
-	rows, err := t.QueryContext(t.ctx, `SELECT body FROM findings WHERE execution_id = ? AND source = 'run' AND severity = 'critical'`, executionID)
+// RunFindings returns the findings the last analysis of an execution
+// stored, in the order it stored them.
+func (t *Tx) RunFindings(executionID string) ([]trace.Finding, error) {
+	rows, err := t.QueryContext(t.ctx, `SELECT body FROM findings WHERE execution_id = ? AND source = 'run' ORDER BY rowid`, executionID)
 	if err != nil {
-		return nil, fmt.Errorf("store: critical findings of %s: %w", executionID, err)
+		return nil, fmt.Errorf("store: findings of %s: %w", executionID, err)
 	}
 	defer rows.Close()
 	var out []trace.Finding
@@ -371,39 +374,60 @@ func (t *Tx) CriticalFindings(executionID string) ([]trace.Finding, error) {
 		var body []byte
 		var f trace.Finding
 		if err := rows.Scan(&body); err != nil {
-			return nil, fmt.Errorf("store: critical findings of %s: %w", executionID, err)
+			return nil, fmt.Errorf("store: findings of %s: %w", executionID, err)
 		}
 		if err := json.Unmarshal(body, &f); err != nil {
-			return nil, fmt.Errorf("store: critical findings of %s: %w", executionID, err)
+			return nil, fmt.Errorf("store: findings of %s: %w", executionID, err)
 		}
 		out = append(out, f)
 	}
 	return out, rows.Err()
 }
 
-// SaveAnalysis replaces what was derived about one execution: its findings,
-// its steps, its effects' match states and its counts.
-func (t *Tx) SaveAnalysis(run trace.Run, findings []trace.Finding, states map[trace.EffectRef]trace.MatchState, counts trace.Counts) error {
+// Analysis is what one re-audit of an execution derived.
+type Analysis struct {
+	Run      trace.Run
+	Findings []trace.Finding
+	Before   []trace.Finding // as RunFindings returned them before
+	States   map[trace.EffectRef]trace.MatchState
+	Counts   trace.Counts
+	// Steps whose attempts changed in this commit; only their rows are
+	// rewritten, the others are as their attempts left them.
+	Steps map[string]bool
+}
+
+// SaveAnalysis stores what was derived about one execution: its findings,
+// its changed steps, its effects' match states and its counts. Rows that
+// would not change are not written.
+func (t *Tx) SaveAnalysis(a Analysis) error {
+	run := a.Run
 	id := run.Execution.ID
-	if err := t.exec(`DELETE FROM findings WHERE execution_id = ? AND source = 'run'`, id); err != nil {
-		return fmt.Errorf("store: save analysis of %s: %w", id, err)
-	}
-	for _, f := range findings {
-		if err := t.insertFinding("run", f); err != nil {
-			return err
+	if !sameFindings(a.Before, a.Findings) {
+		if err := t.exec(`DELETE FROM findings WHERE execution_id = ? AND source = 'run'`, id); err != nil {
+			return fmt.Errorf("store: save analysis of %s: %w", id, err)
+		}
+		for _, f := range a.Findings {
+			if err := t.insertFinding("run", f); err != nil {
+				return err
+			}
 		}
 	}
 	for _, s := range run.Steps {
+		if !a.Steps[s.ID] {
+			continue
+		}
 		if err := t.exec(`INSERT OR REPLACE INTO steps (execution_id, step_id, tool, effect, provider, attempts) VALUES (?, ?, ?, ?, ?, ?)`,
 			id, s.ID, s.Tool, string(s.Effect), s.Provider, len(s.Attempts)); err != nil {
 			return fmt.Errorf("store: save step %s/%s: %w", id, s.ID, err)
 		}
 	}
-	for ref, state := range states {
-		if err := t.exec(`UPDATE effects SET state = ? WHERE provider = ? AND effect_id = ?`, string(state), ref.Provider, ref.ID); err != nil {
+	for ref, state := range a.States {
+		if err := t.exec(`UPDATE effects SET state = ? WHERE provider = ? AND effect_id = ? AND state != ?`,
+			string(state), ref.Provider, ref.ID, string(state)); err != nil {
 			return fmt.Errorf("store: save effect state: %w", err)
 		}
 	}
+	counts := a.Counts
 	err := t.exec(`UPDATE executions SET sort_at = ?, steps = ?, attempts = ?, retries = ?, dedupes = ?, replays = ?, effects = ?,
 			findings = (SELECT count(*) FROM findings WHERE execution_id = ?),
 			critical_findings = (SELECT count(*) FROM findings WHERE execution_id = ? AND severity = 'critical')
@@ -413,6 +437,15 @@ func (t *Tx) SaveAnalysis(run trace.Run, findings []trace.Finding, states map[tr
 		return fmt.Errorf("store: save counts of %s: %w", id, err)
 	}
 	return nil
+}
+
+func sameFindings(a, b []trace.Finding) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && bytes.Equal(ja, jb)
 }
 
 // sortTime orders executions newest first: the execution's own start, else
