@@ -32,10 +32,11 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseEvent$$' -fuzztime $(FUZZTIME) ./ingest
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./ingest
 
-## bench: ingest throughput over HTTP against the raw SQLite ceiling, OTLP ingest throughput, and Go benchmarks
+## bench: ingest throughput over HTTP against the raw SQLite ceiling, OTLP ingest throughput, live delivery latency, and Go benchmarks
 bench:
 	$(GO) run ./cmd/ingestbench
 	$(GO) run ./cmd/otlpbench
+	$(GO) run ./cmd/livebench
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 ## build: a static binary in bin/

@@ -132,10 +132,14 @@ func (f *feed) wanted(ctx context.Context, m LiveMessage) (bool, error) {
 			return false, err
 		}
 		name = names[m.ExecutionID]
-		if len(f.names) > 10000 {
-			clear(f.names)
+		// An execution not named yet is asked again next time: the event
+		// that names it may be one the other filters keep from this feed.
+		if name != "" {
+			if len(f.names) > 10000 {
+				clear(f.names)
+			}
+			f.names[m.ExecutionID] = name
 		}
-		f.names[m.ExecutionID] = name
 	}
 	return name == f.filter.Name, nil
 }

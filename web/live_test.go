@@ -125,7 +125,7 @@ func (ls *liveServer) waitSubscribers(t *testing.T, n int) {
 
 // postEvents sends events as NDJSON and returns how many were accepted;
 // it is safe from any goroutine.
-func (ls *liveServer) postEvents(events []map[string]any) (int, error) {
+func (ls *liveServer) postEvents(ctx context.Context, events []map[string]any) (int, error) {
 	var body bytes.Buffer
 	enc := json.NewEncoder(&body)
 	for _, ev := range events {
@@ -133,7 +133,12 @@ func (ls *liveServer) postEvents(events []map[string]any) (int, error) {
 			return 0, err
 		}
 	}
-	resp, err := ls.ts.Client().Post(ls.ts.URL+"/api/v1/events", "application/x-ndjson", &body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ls.ts.URL+"/api/v1/events", &body)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/x-ndjson")
+	resp, err := ls.ts.Client().Do(req)
 	if err != nil {
 		return 0, err
 	}
@@ -154,7 +159,7 @@ func (ls *liveServer) postEvents(events []map[string]any) (int, error) {
 
 func (ls *liveServer) post(t *testing.T, events ...map[string]any) {
 	t.Helper()
-	n, err := ls.postEvents(events)
+	n, err := ls.postEvents(t.Context(), events)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,6 +242,9 @@ func readSeqsUntil(conn *websocket.Conn, stopID string) ([]int64, error) {
 
 // diffSeqs describes how got differs from want, or returns "".
 func diffSeqs(got, want []int64) string {
+	if slices.Equal(got, want) {
+		return ""
+	}
 	seen := map[int64]int{}
 	for _, s := range got {
 		seen[s]++
@@ -253,9 +261,6 @@ func diffSeqs(got, want []int64) string {
 		if seen[s] == 0 {
 			missing = append(missing, s)
 		}
-	}
-	if slices.Equal(got, want) {
-		return ""
 	}
 	for i := range min(len(got), len(want)) {
 		if got[i] != want[i] {
@@ -309,7 +314,6 @@ func TestLiveFiftyClientsEveryEventOnce(t *testing.T) {
 	}
 	ls.waitSubscribers(t, clients/2)
 
-	t0 := time.Now()
 	var posting sync.WaitGroup
 	postErrs := make(chan error, posters)
 	for p := range posters {
@@ -323,7 +327,7 @@ func TestLiveFiftyClientsEveryEventOnce(t *testing.T) {
 					n := b*batch + i
 					events[i] = liveAttempt(fmt.Sprintf("exec_p%d_%d", p, n/100), fmt.Sprintf("step-%d", n%100), 1, nil)
 				}
-				if _, err := ls.postEvents(events); err != nil {
+				if _, err := ls.postEvents(t.Context(), events); err != nil {
 					postErrs <- err
 					return
 				}
@@ -337,14 +341,12 @@ func TestLiveFiftyClientsEveryEventOnce(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	posting.Wait()
-	t.Logf("ingest done %v", time.Since(t0))
 	close(postErrs)
 	for err := range postErrs {
 		t.Fatal(err)
 	}
 	ls.post(t, sentinel("evt_sentinel_fifty"))
 	readers.Wait()
-	t.Logf("read done %v", time.Since(t0))
 
 	want := ls.storedSeqs(t, "")
 	if len(want) != posters*perPoster+1 {
@@ -369,7 +371,7 @@ func TestLiveResumeAfterDisconnect(t *testing.T) {
 	batchOf := func(phase string, b int) []map[string]any {
 		events := make([]map[string]any, 25)
 		for i := range events {
-			events[i] = liveAttempt("exec_resume_"+phase, fmt.Sprintf("step-%d-%d", b, i), 1, nil)
+			events[i] = liveAttempt(fmt.Sprintf("exec_resume_%s_%d", phase, b/4), fmt.Sprintf("step-%d-%d", b, i), 1, nil)
 		}
 		return events
 	}
@@ -381,7 +383,7 @@ func TestLiveResumeAfterDisconnect(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for b := range batches {
-				if _, err := ls.postEvents(batchOf(phase, b)); err != nil {
+				if _, err := ls.postEvents(t.Context(), batchOf(phase, b)); err != nil {
 					t.Error(err)
 					return
 				}
@@ -391,9 +393,9 @@ func TestLiveResumeAfterDisconnect(t *testing.T) {
 	}
 
 	conn := ls.dial(t, "after=0")
-	waitFirst := postBackground("first", 40)
+	waitFirst := postBackground("first", 24)
 	var got []int64
-	for len(got) < 200 {
+	for len(got) < 150 {
 		m, err := readLive(conn, 30*time.Second)
 		if err != nil {
 			t.Fatalf("first connection, after %d events: %v", len(got), err)
@@ -407,7 +409,7 @@ func TestLiveResumeAfterDisconnect(t *testing.T) {
 	ls.post(t, batchOf("while-away", 0)...) // at least one batch it cannot have seen
 
 	conn = ls.dial(t, "after="+strconv.FormatInt(last, 10))
-	waitSecond := postBackground("second", 20)
+	waitSecond := postBackground("second", 12)
 	waitFirst()
 	waitSecond()
 	ls.post(t, sentinel("evt_sentinel_resume"))
@@ -427,28 +429,38 @@ func TestLiveResumeAfterDisconnect(t *testing.T) {
 // code 4000 and the reason "too slow — reconnecting", and ingest accepts as
 // many events with it connected as without it.
 //
-// Throughput is compared by counts, not by asserting times: the same
-// fixed-length ingest loop (4 posters, batches of 20) runs in windows that
-// alternate without and with a fresh stuck client (ABBA order, so drift
-// of the machine falls on both sides), and the events accepted in each are
-// summed. Publish never waits for a subscriber, so the writer never waits
-// for the stuck socket; if it did, the stuck windows would accept little
-// more than one buffer's worth of events and fall far below 90%.
+// Throughput is compared by counts, not by asserting times. Two identical
+// servers run the same ingest loop (4 posters, batches of 5) at the same
+// time until the same deadline; one of them has a fresh client that never
+// reads, and the rounds alternate which one, so neither a slower server
+// nor the machine's other load falls on one side only. The events each
+// side accepted are summed over the rounds. Publish never waits for a
+// subscriber, so the writer never waits for the stuck socket; if it did,
+// the stuck side would accept little more than one buffer's worth of
+// events a round and fall far below 90% of the other. Two servers sharing
+// a busy machine still differ by a few per cent from run to run, so a
+// measurement below 90% is repeated, up to three in all: a real slowdown
+// fails every one.
 func TestLiveSlowClientDropped(t *testing.T) {
 	// A tiny hub buffer and tiny socket buffers: the stuck client fills
-	// them within a few events.
-	ls := startLiveServer(t, liveOptions{buffer: 8, sendBuffer: 4096})
+	// them within a few dozen events.
+	servers := [2]*liveServer{
+		startLiveServer(t, liveOptions{buffer: 8, sendBuffer: 4096}),
+		startLiveServer(t, liveOptions{buffer: 8, sendBuffer: 4096}),
+	}
 	const (
-		rounds  = 4
-		window  = 400 * time.Millisecond
-		posters = 4
-		batch   = 20
+		attempts = 3
+		rounds   = 8
+		window   = 500 * time.Millisecond
+		posters  = 4
+		batch    = 5
 	)
-	pad := strings.Repeat("x", 1024) // bigger messages back the socket up sooner
-	windowNo := 0
-	ingestWindow := func() int {
-		windowNo++
-		deadline := time.Now().Add(window)
+	pad := strings.Repeat("x", 256) // bigger messages back the socket up sooner
+	ingestUntil := func(ls *liveServer, round string, deadline time.Time) int {
+		// A request still unanswered long after the deadline means the
+		// writer is stuck: give up on it rather than hang.
+		ctx, cancel := context.WithDeadline(t.Context(), deadline.Add(10*time.Second))
+		defer cancel()
 		var mu sync.Mutex
 		accepted := 0
 		var wg sync.WaitGroup
@@ -459,12 +471,12 @@ func TestLiveSlowClientDropped(t *testing.T) {
 				for b := 0; time.Now().Before(deadline); b++ {
 					events := make([]map[string]any, batch)
 					for i := range events {
-						events[i] = liveAttempt(fmt.Sprintf("exec_w%d_p%d_%d", windowNo, p, b/5), fmt.Sprintf("step-%d", b*batch+i), 1,
+						events[i] = liveAttempt(fmt.Sprintf("exec_%s_p%d_%d", round, p, b/20), fmt.Sprintf("step-%d", b*batch+i), 1,
 							map[string]any{"args": map[string]any{"pad": pad}})
 					}
-					n, err := ls.postEvents(events)
+					n, err := ls.postEvents(ctx, events)
 					if err != nil {
-						t.Error(err)
+						t.Errorf("round %s: %v", round, err)
 						return
 					}
 					mu.Lock()
@@ -477,30 +489,35 @@ func TestLiveSlowClientDropped(t *testing.T) {
 		return accepted
 	}
 
-	var without, with []int
-	for r := range rounds {
-		for i, stuck := range []bool{r%2 == 1, r%2 == 0} {
-			if !stuck {
-				without = append(without, ingestWindow())
-				continue
-			}
-			conn := dialStuck(t, ls)
-			ls.waitSubscribers(t, 1)
-			with = append(with, ingestWindow())
-			checkDroppedTooSlow(t, ls, conn, fmt.Sprintf("round %d window %d", r, i))
+	for a := range attempts {
+		var with, without int
+		for r := range rounds {
+			stuck, free := servers[r%2], servers[1-r%2]
+			conn := dialStuck(t, stuck)
+			stuck.waitSubscribers(t, 1)
+			round := fmt.Sprintf("a%dr%d", a, r)
+			deadline := time.Now().Add(window)
+			var wg sync.WaitGroup
+			wg.Add(2)
+			var n, m int
+			go func() { defer wg.Done(); n = ingestUntil(stuck, round, deadline) }()
+			go func() { defer wg.Done(); m = ingestUntil(free, round, deadline) }()
+			wg.Wait()
+			with, without = with+n, without+m
+			checkDroppedTooSlow(t, stuck, conn, "round "+round)
 		}
-	}
-	sum := func(s []int) (n int) {
-		for _, v := range s {
-			n += v
+		if t.Failed() {
+			return
 		}
-		return n
-	}
-	t.Logf("events accepted per %v window: without a stuck client %v (total %d), with one %v (total %d)",
-		window, without, sum(without), with, sum(with))
-	if sum(with)*10 < sum(without)*9 {
-		t.Errorf("ingest with a client that never reads: got %d events accepted, want ≥ 90%% of the %d accepted without it",
-			sum(with), sum(without))
+		t.Logf("measurement %d: events accepted in %d rounds of %v: %d with a client that never reads, %d without (%.1f%%)",
+			a+1, rounds, window, with, without, 100*float64(with)/float64(without))
+		if with*10 >= without*9 {
+			return
+		}
+		if a == attempts-1 {
+			t.Errorf("ingest with a client that never reads: got %d events accepted, want ≥ 90%% of the %d accepted without it at the same time (in each of %d measurements)",
+				with, without, attempts)
+		}
 	}
 }
 
@@ -508,7 +525,7 @@ func TestLiveSlowClientDropped(t *testing.T) {
 // receive buffer.
 func dialStuck(t *testing.T, ls *liveServer) *websocket.Conn {
 	t.Helper()
-	d := websocket.Dialer{NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := websocket.Dialer{HandshakeTimeout: 10 * time.Second, NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
 		if tc, ok := c.(*net.TCPConn); ok {
 			_ = tc.SetReadBuffer(4096)
@@ -568,10 +585,11 @@ func TestLiveFilters(t *testing.T) {
 	pay := map[string]any{"provider": "pay-api", "effect": "write", "tool": "charge"}
 
 	queries := map[string]string{
-		"execution_id": "execution_id=exec_a",
-		"provider":     "provider=mail-api",
-		"name":         "name=billing-agent",
-		"findings":     "findings_only=true",
+		"execution_id":  "execution_id=exec_a",
+		"provider":      "provider=mail-api",
+		"name":          "name=billing-agent",
+		"name+provider": "name=billing-agent&provider=mail-api",
+		"findings":      "findings_only=true",
 	}
 	conns := map[string]*websocket.Conn{}
 	for k, q := range queries {
@@ -591,17 +609,20 @@ func TestLiveFilters(t *testing.T) {
 	ls.post(t, liveAttempt("exec_late", "step-1", 1, mail), liveAttempt("exec_late", "step-2", 1, pay))
 	// A named event after exec_late's: once the name client has it, it has
 	// judged exec_late's unnamed attempts, so the name arrives after.
-	ls.post(t, liveAttempt("exec_a", "step-2", 1, pay))
-	var nameGot []int64 // what the name client read before exec_late was named
-	for {
-		m, err := readLive(conns["name"], 30*time.Second)
-		if err != nil {
-			t.Fatalf("name client: waiting for exec_a's step-2: %v", err)
-		}
-		if m.Type == "event" {
-			nameGot = append(nameGot, m.Seq)
-			if m.ExecutionID == "exec_a" && strings.Contains(string(m.Event), `"step-2"`) {
-				break
+	ls.post(t, liveAttempt("exec_a", "step-2", 1, mail))
+	// What the name clients read before exec_late was named.
+	nameGot := map[string][]int64{}
+	for _, key := range []string{"name", "name+provider"} {
+		for {
+			m, err := readLive(conns[key], 30*time.Second)
+			if err != nil {
+				t.Fatalf("%s client: waiting for exec_a's step-2: %v", key, err)
+			}
+			if m.Type == "event" {
+				nameGot[key] = append(nameGot[key], m.Seq)
+				if m.ExecutionID == "exec_a" && strings.Contains(string(m.Event), `"step-2"`) {
+					break
+				}
 			}
 		}
 	}
@@ -671,12 +692,15 @@ func TestLiveFilters(t *testing.T) {
 		// it: exec_late's attempts before its name are not billing-agent's
 		// yet; from the naming event on they are.
 		{"name", want(func(e storedEvent) bool { return e.exec == "exec_a" || e.exec == "exec_late" && e.seq >= nameSeq })},
+		// The event that names exec_late names no provider, so this client
+		// never receives it, and must still learn the name.
+		{"name+provider", want(func(e storedEvent) bool {
+			return e.provider == "mail-api" && (e.exec == "exec_a" || e.exec == "exec_late" && e.seq >= nameSeq)
+		})},
 	}
 	for _, tt := range tests {
 		got, err := readSeqsUntil(conns[tt.key], "evt_sentinel_filters")
-		if tt.key == "name" {
-			got = append(nameGot, got...)
-		}
+		got = append(nameGot[tt.key], got...)
 		if err != nil {
 			t.Errorf("%s: %v", queries[tt.key], err)
 			continue
