@@ -176,6 +176,11 @@ func (q liveQuery) parse() (LiveFilter, int64, bool, error) {
 // handleStream is GET /api/v1/stream: NDJSON that stays open and flushes
 // each event as it is committed, like tail -f.
 func (s *Server) handleStream(c echo.Context) error {
+	done, ok := s.liveStarted()
+	if !ok {
+		return echo.NewHTTPError(http.StatusServiceUnavailable, "live: server shutting down")
+	}
+	defer done()
 	var q liveQuery
 	if err := (&echo.DefaultBinder{}).BindQueryParams(c, &q); err != nil {
 		return badQuery("query: " + err.Error())
@@ -259,6 +264,10 @@ func (s *Server) upgrader() *websocket.Upgrader {
 // handleLiveSocket is GET /api/v1/live: the WebSocket of the live page and
 // of running execution pages. One goroutine writes (this one), one reads.
 func (s *Server) handleLiveSocket(c echo.Context) error {
+	done, open := s.liveStarted()
+	if open {
+		defer done()
+	}
 	var q liveQuery
 	if err := (&echo.DefaultBinder{}).BindQueryParams(c, &q); err != nil {
 		return badQuery("query: " + err.Error())
@@ -275,6 +284,11 @@ func (s *Server) handleLiveSocket(c echo.Context) error {
 		return nil // the upgrader has answered
 	}
 	defer conn.Close()
+	if !open {
+		// Shutting down: say so as to every other client, and touch nothing.
+		closeSocket(conn, websocket.CloseGoingAway, ReasonShutdown)
+		return nil
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -44,6 +45,12 @@ type Server struct {
 	echo    *echo.Echo
 	sandbox *sandbox.Sandbox
 	hub     *Hub
+
+	// live counts the running live handlers (WebSockets and streams),
+	// which outlive their requests as far as http.Server knows.
+	liveMu sync.Mutex
+	closed bool
+	live   sync.WaitGroup
 }
 
 // New builds the server and its routes.
@@ -109,7 +116,27 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.echo.Serv
 
 // Close ends every live connection cleanly (WebSockets and streams are
 // hijacked or long-lived, so http.Server.Shutdown would wait for them).
-func (s *Server) Close() { s.hub.Close() }
+// It returns once every live handler has returned, so nothing touches the
+// database after it.
+func (s *Server) Close() {
+	s.liveMu.Lock()
+	s.closed = true
+	s.liveMu.Unlock()
+	s.hub.Close()
+	s.live.Wait()
+}
+
+// liveStarted counts a live handler in, unless the server is closing; the
+// handler calls the returned func when it returns.
+func (s *Server) liveStarted() (done func(), ok bool) {
+	s.liveMu.Lock()
+	defer s.liveMu.Unlock()
+	if s.closed {
+		return nil, false
+	}
+	s.live.Add(1)
+	return s.live.Done, true
+}
 
 // requireIngestToken checks the bearer token when one is configured.
 func (s *Server) requireIngestToken(next echo.HandlerFunc) echo.HandlerFunc {
