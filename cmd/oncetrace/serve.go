@@ -29,6 +29,7 @@ type serveConfig struct {
 	demo                  bool
 	demoGap               time.Duration
 	liveBuffer            int
+	otlpAddr              string
 	allowedOrigins        []string
 }
 
@@ -55,6 +56,7 @@ func serveFlags(args []string) (serveConfig, error) {
 		c.sandbox.Faults = append(c.sandbox.Faults, fs...)
 		return err
 	})
+	fs.StringVar(&c.otlpAddr, "otlp-addr", envOr("ONCETRACE_OTLP_ADDR", ""), "also accept OTLP/HTTP traces (POST /v1/traces only) here, e.g. 127.0.0.1:4318 (env ONCETRACE_OTLP_ADDR)")
 	fs.IntVar(&c.liveBuffer, "live-buffer", 1024, "messages a live client may fall behind before it is dropped (it then resumes from its last sequence)")
 	fs.Func("allowed-origin", "an origin besides the server's own that may open the live WebSocket (repeatable)", func(v string) error {
 		c.allowedOrigins = append(c.allowedOrigins, v)
@@ -64,6 +66,11 @@ func serveFlags(args []string) (serveConfig, error) {
 	fs.DurationVar(&c.demoGap, "demo-gap", 0, "with --demo: how long the crash scenarios wait with no process running (default: just over --gap-threshold)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	if c.otlpAddr != "" {
+		if err := checkExposure(c.otlpAddr, c.token, c.insecure); err != nil {
+			return c, err
+		}
 	}
 	return c, checkExposure(c.addr, c.token, c.insecure)
 }
@@ -121,8 +128,20 @@ func runServe(args []string) error {
 	}
 	httpServer := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
 	logger.Info("oncetrace serving", "url", "http://"+ln.Addr().String(), "db", c.db, "sync", c.sync, "version", version)
-	serveErr := make(chan error, 1)
+	serveErr := make(chan error, 2)
 	go func() { serveErr <- httpServer.Serve(ln) }()
+	// The conventional OTLP/HTTP port, for exporters left at their default.
+	otlpServer := &http.Server{Handler: otlpOnly(srv), ReadHeaderTimeout: 10 * time.Second}
+	if c.otlpAddr != "" {
+		otlpLn, err := net.Listen("tcp", c.otlpAddr)
+		if err != nil {
+			httpServer.Close()
+			writer.Close()
+			return fmt.Errorf("serve: --otlp-addr: %w", err)
+		}
+		logger.Info("oncetrace OTLP/HTTP", "url", "http://"+otlpLn.Addr().String()+"/v1/traces")
+		go func() { serveErr <- otlpServer.Serve(otlpLn) }()
+	}
 	demoDone := make(chan struct{})
 	if c.demo {
 		go func() {
@@ -144,9 +163,21 @@ func runServe(args []string) error {
 	defer cancel()
 	<-demoDone  // the demo stops with ctx; its agent processes are killed
 	srv.Close() // live connections are told and closed; Shutdown does not wait for hijacked ones
-	err = httpServer.Shutdown(shutdownCtx)
+	err = errors.Join(httpServer.Shutdown(shutdownCtx), otlpServer.Shutdown(shutdownCtx))
 	writer.Close() // commits whatever is queued before the database closes
 	return err
+}
+
+// otlpOnly serves POST /v1/traces and nothing else: the OTLP port is for
+// exporters, not for the UI.
+func otlpOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/v1/traces" {
+			http.NotFound(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // serveDemo loads the demo into a database that does not have it yet, in
