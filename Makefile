@@ -34,9 +34,7 @@ fuzz:
 
 ## bench: ingest throughput over HTTP against the raw SQLite ceiling, OTLP ingest throughput, live delivery latency, and Go benchmarks
 bench:
-	$(GO) run ./cmd/ingestbench
-	$(GO) run ./cmd/otlpbench
-	$(GO) run ./cmd/livebench
+	$(GO) run ./cmd/oncebench all
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 ## build: a static binary in bin/

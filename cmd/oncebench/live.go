@@ -1,81 +1,53 @@
-// Command livebench measures ingest-to-delivery latency of the live tail:
-// a real oncetrace server on 127.0.0.1 (web.New, a SQLite file in a
-// temporary directory, the writer publishing to the hub as serve wires
-// it), N WebSocket clients on /api/v1/live, and events POSTed one a
-// request at a steady rate. Each event's latency is measured from just
-// before its POST to its receipt by each client, through a map from event
-// id to send time kept in this process. `make bench` runs it; -quick is a
-// CI-sized run of a few seconds.
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
-	"net/http"
-	"os"
 	"path/filepath"
-	"runtime"
-	"runtime/pprof"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
-
-	"github.com/oncetrace/oncetrace/ingest"
-	"github.com/oncetrace/oncetrace/store"
-	"github.com/oncetrace/oncetrace/trace"
-	"github.com/oncetrace/oncetrace/web"
 )
 
-type config struct {
+// The live suite measures ingest-to-delivery latency of the live tail: a
+// real server, N WebSocket clients on /api/v1/live, and events POSTed one
+// a request at a steady rate. Each event's latency is measured from just
+// before its POST to its receipt by each client, through a map from event
+// id to send time kept in this process.
+
+type liveConfig struct {
+	runFlags
 	clients  int
 	rate     int
 	duration time.Duration
 	senders  int
 	buffer   int
-	sync     store.Sync
-	dir      string
-	profile  string
 }
 
-func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "livebench:", err)
-		os.Exit(1)
-	}
-}
-
-func parseFlags(args []string) (config, error) {
-	var c config
-	fs := flag.NewFlagSet("livebench", flag.ContinueOnError)
+func liveFlags(args []string) (liveConfig, error) {
+	var c liveConfig
+	fs := flag.NewFlagSet("oncebench live", flag.ContinueOnError)
 	fs.IntVar(&c.clients, "clients", 100, "connected WebSocket clients")
 	fs.IntVar(&c.rate, "rate", 500, "events a second, one event a POST")
 	fs.DurationVar(&c.duration, "duration", 10*time.Second, "how long to send")
 	fs.IntVar(&c.senders, "senders", 16, "concurrent HTTP senders (so one slow POST does not hold up the schedule)")
 	fs.IntVar(&c.buffer, "live-buffer", 1024, "the hub's per-client buffer, as serve --live-buffer")
-	syncMode := fs.String("sync", "normal", "synchronous setting: normal or full")
-	fs.StringVar(&c.dir, "dir", "", "directory for the database file (default: a new temporary directory, removed after)")
-	fs.StringVar(&c.profile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
-	quick := fs.Bool("quick", false, "a CI-sized run: 3 seconds")
+	c.register(fs, "synchronous setting: normal or full", "a CI-sized run: 3 seconds")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
-	if *quick {
+	if c.quick {
 		c.duration = 3 * time.Second
 	}
-	c.sync = store.Sync(*syncMode)
-	if c.sync != store.SyncNormal && c.sync != store.SyncFull {
-		return c, fmt.Errorf("-sync must be normal or full, not %q", *syncMode)
+	if err := c.check(); err != nil {
+		return c, err
 	}
 	if c.clients < 1 || c.rate < 1 || c.senders < 1 || c.duration <= 0 {
 		return c, errors.New("-clients, -rate, -senders and -duration must be positive")
@@ -102,89 +74,38 @@ func (s *sendTimes) get(id string) (time.Time, bool) {
 	return t, ok
 }
 
-// client is one WebSocket reader and what it measured.
-type client struct {
+// liveClient is one WebSocket reader and what it measured.
+type liveClient struct {
 	conn      *websocket.Conn
 	latencies []time.Duration
 	unknown   int    // event messages whose id this run did not send
 	dropped   string // the reason, when the server dropped it
 }
 
-func run(args []string, out io.Writer) error {
-	c, err := parseFlags(args)
+// runLive sends for -duration on a new file in dir and prints the
+// deliveries and latency percentiles.
+func runLive(c liveConfig, dir string, out io.Writer) error {
+	srv, err := startServer(context.Background(), filepath.Join(dir, "live.db"), c.sync, true, c.buffer)
 	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
 		return err
 	}
-	dir := c.dir
-	if dir == "" {
-		if dir, err = os.MkdirTemp("", "livebench-"); err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-	}
-	if c.profile != "" {
-		f, err := os.Create(c.profile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
-	}
-	ctx := context.Background()
+	defer srv.Close()
 
-	// The server, wired as serve wires it.
-	db, err := store.Open(ctx, filepath.Join(dir, "livebench.db"), c.sync)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	hub := web.NewHub(c.buffer)
-	wcfg := ingest.DefaultWriterConfig
-	wcfg.OnCommit = hub.Publish
-	writer := ingest.NewWriter(db, wcfg)
-	defer writer.Close()
-	srv := web.New(web.Config{DB: db, Writer: writer, Limits: ingest.DefaultLimits, Analysis: trace.DefaultConfig,
-		Hub: hub, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	httpServer := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- httpServer.Serve(ln) }()
-	defer func() {
-		srv.Close()
-		_ = httpServer.Shutdown(ctx)
-		<-serveErr
-	}()
-	base := "http://" + ln.Addr().String()
-
-	fmt.Fprintf(out, "oncetrace live delivery benchmark\nmachine: %d CPUs, %s/%s, %s\n", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version())
-	if load, err := os.ReadFile("/proc/loadavg"); err == nil {
-		fields := strings.Fields(string(load))
-		fmt.Fprintf(out, "load average at start: %s\n", strings.Join(fields[:min(3, len(fields))], " "))
-	}
 	fmt.Fprintf(out, "%d WebSocket clients, %d events/s for %v, one event a POST from %d senders, sync %s, live buffer %d;\n"+
 		"server, SQLite and clients share this process and its CPUs\n\n", c.clients, c.rate, c.duration, c.senders, c.sync, c.buffer)
 
 	// The clients, each from now on (no after): they want new events only.
 	sent := &sendTimes{at: map[string]time.Time{}}
-	clients := make([]*client, c.clients)
+	clients := make([]*liveClient, c.clients)
 	var received atomic.Int64
 	var readers sync.WaitGroup
-	wsURL := "ws://" + ln.Addr().String() + "/api/v1/live"
+	wsURL := "ws://" + srv.addr + "/api/v1/live"
 	for i := range clients {
 		conn, _, err := websocket.DefaultDialer.Dial(wsURL, nil)
 		if err != nil {
 			return fmt.Errorf("client %d: %w", i, err)
 		}
-		cl := &client{conn: conn}
+		cl := &liveClient{conn: conn}
 		clients[i] = cl
 		readers.Add(1)
 		go func() {
@@ -192,9 +113,9 @@ func run(args []string, out io.Writer) error {
 			cl.read(sent, &received)
 		}()
 	}
-	for deadline := time.Now().Add(10 * time.Second); hub.Subscribers() < c.clients; {
+	for deadline := time.Now().Add(10 * time.Second); srv.hub.Subscribers() < c.clients; {
 		if time.Now().After(deadline) {
-			return fmt.Errorf("only %d of %d clients subscribed within 10s", hub.Subscribers(), c.clients)
+			return fmt.Errorf("only %d of %d clients subscribed within 10s", srv.hub.Subscribers(), c.clients)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -203,7 +124,9 @@ func run(args []string, out io.Writer) error {
 	// to the schedule even when one POST is slow.
 	total := int(c.duration.Seconds() * float64(c.rate))
 	due := make(chan int, total)
-	httpClient := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c.senders}, Timeout: 30 * time.Second}
+	httpClient := keepAliveClient(c.senders, 30*time.Second)
+	defer httpClient.CloseIdleConnections()
+	endpoint := "http://" + srv.addr + "/api/v1/events"
 	var postMu sync.Mutex
 	var postLatencies []time.Duration
 	var postErr error
@@ -213,11 +136,11 @@ func run(args []string, out io.Writer) error {
 		go func() {
 			defer senders.Done()
 			for i := range due {
-				id := fmt.Sprintf("evt_livebench_%07d", i)
+				id := fmt.Sprintf("evt_oncebench_%07d", i)
 				body := benchEvent(i, id)
 				start := time.Now()
 				sent.put(id, start)
-				err := post(httpClient, base, body)
+				_, err := post(httpClient, endpoint, "application/json", false, body)
 				elapsed := time.Since(start)
 				postMu.Lock()
 				postLatencies = append(postLatencies, elapsed)
@@ -280,7 +203,7 @@ func run(args []string, out io.Writer) error {
 	return nil
 }
 
-func (cl *client) read(sent *sendTimes, received *atomic.Int64) {
+func (cl *liveClient) read(sent *sendTimes, received *atomic.Int64) {
 	var m struct {
 		Type   string `json:"type"`
 		Reason string `json:"reason"`
@@ -318,25 +241,12 @@ func (cl *client) read(sent *sendTimes, received *atomic.Int64) {
 func benchEvent(i int, id string) []byte {
 	now := time.Now().UTC()
 	body, _ := json.Marshal(map[string]any{
-		"type": "attempt", "id": id, "execution_id": fmt.Sprintf("exec_livebench_%05d", i/100),
+		"type": "attempt", "id": id, "execution_id": fmt.Sprintf("exec_oncebench_%05d", i/100),
 		"step_id": fmt.Sprintf("step-%d", i%100), "attempt": 1, "tool": "lookup_customer", "effect": "read",
 		"args": map[string]any{"customer": "acme"}, "worker": "pid-1",
 		"started_at": now.Add(-50 * time.Millisecond).Format(time.RFC3339Nano), "ended_at": now.Format(time.RFC3339Nano), "outcome": "ok",
 	})
 	return body
-}
-
-func post(c *http.Client, base string, body []byte) error {
-	resp, err := c.Post(base+"/api/v1/events", "application/json", bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("POST /api/v1/events: got %d %s, want 200", resp.StatusCode, data)
-	}
-	return nil
 }
 
 func printPercentiles(out io.Writer, label string, ds []time.Duration) {

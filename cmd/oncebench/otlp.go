@@ -1,46 +1,31 @@
-// Command otlpbench measures OTLP/HTTP ingest: concurrent clients post
-// protobuf ExportTraceServiceRequests of 100 spans each, as an
-// OpenTelemetry SDK's batch span processor would, to a real server on
-// 127.0.0.1 over a fresh database, and it prints spans a second. Requests
-// are encoded before the clock starts: the figure is the server's. `make
-// bench` runs it; -quick is a CI-sized run.
 package main
 
 import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
-	"net/http"
-	"os"
 	"path/filepath"
-	"runtime"
-	"runtime/pprof"
 	"strconv"
-	"strings"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
-
-	"github.com/oncetrace/oncetrace/ingest"
-	"github.com/oncetrace/oncetrace/store"
-	"github.com/oncetrace/oncetrace/trace"
-	"github.com/oncetrace/oncetrace/web"
 )
 
-type config struct {
+// The otlp suite measures OTLP/HTTP ingest: concurrent clients post
+// protobuf ExportTraceServiceRequests of 100 spans each, as an
+// OpenTelemetry SDK's batch span processor would, to a real server over a
+// fresh database, and it prints spans a second. Requests are encoded
+// before the clock starts: the figure is the server's.
+
+type otlpConfig struct {
+	runFlags
 	spans, batch, clients int
-	sync                  store.Sync
 	gzip                  bool
-	dir, cpuProfile       string
 }
 
 // Each trace is one agent run of spansPerTrace spans, so a request of 100
@@ -49,32 +34,21 @@ type config struct {
 // run.
 const spansPerTrace = 10
 
-func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "otlpbench:", err)
-		os.Exit(1)
-	}
-}
-
-func parseFlags(args []string) (config, error) {
-	var c config
-	fs := flag.NewFlagSet("otlpbench", flag.ContinueOnError)
+func otlpFlags(args []string) (otlpConfig, error) {
+	var c otlpConfig
+	fs := flag.NewFlagSet("oncebench otlp", flag.ContinueOnError)
 	fs.IntVar(&c.spans, "spans", 50_000, "spans to send in all")
 	fs.IntVar(&c.batch, "batch", 100, "spans a request (a multiple of 10: whole agent runs)")
 	fs.IntVar(&c.clients, "clients", 8, "concurrent clients")
-	syncMode := fs.String("sync", "normal", "synchronous setting: normal or full")
 	fs.BoolVar(&c.gzip, "gzip", false, "gzip request bodies, as an exporter with compression does")
-	fs.StringVar(&c.dir, "dir", "", "directory for the database file (default: a new temporary directory, removed after)")
-	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
-	quick := fs.Bool("quick", false, "a CI-sized run of a few seconds: -spans divided by 10")
+	c.register(fs, "synchronous setting: normal or full", "a CI-sized run of a few seconds: -spans divided by 10")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
-	c.sync = store.Sync(*syncMode)
-	if c.sync != store.SyncNormal && c.sync != store.SyncFull {
-		return c, fmt.Errorf("-sync must be normal or full, not %q", *syncMode)
+	if err := c.check(); err != nil {
+		return c, err
 	}
-	if *quick {
+	if c.quick {
 		c.spans /= 10
 	}
 	if c.spans < 1 || c.clients < 1 || c.batch < spansPerTrace || c.batch%spansPerTrace != 0 {
@@ -83,45 +57,15 @@ func parseFlags(args []string) (config, error) {
 	return c, nil
 }
 
-func run(args []string, out io.Writer) error {
-	c, err := parseFlags(args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return err
-	}
-	dir := c.dir
-	if dir == "" {
-		if dir, err = os.MkdirTemp("", "otlpbench-"); err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-	}
-	if c.cpuProfile != "" {
-		f, err := os.Create(c.cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
-	}
-	fmt.Fprintf(out, "oncetrace OTLP ingest benchmark\nmachine: %d CPUs, %s/%s, %s\n", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version())
-	// Other work on the machine skews every figure; say how much there was.
-	if load, err := os.ReadFile("/proc/loadavg"); err == nil {
-		fields := strings.Fields(string(load))
-		fmt.Fprintf(out, "load average at start: %s\n", strings.Join(fields[:min(3, len(fields))], " "))
-	}
+// runOTLP sends every request on a new file in dir and prints the table.
+func runOTLP(c otlpConfig, dir string, out io.Writer) error {
 	fmt.Fprintln(out)
 
-	bodies, spans, events, err := requests(c)
+	bodies, spans, events, err := otlpRequests(c)
 	if err != nil {
 		return err
 	}
-	m, err := measure(context.Background(), filepath.Join(dir, "otlp.db"), c, bodies, spans, events)
+	elapsed, cpuUsed, err := measureOTLP(context.Background(), filepath.Join(dir, "otlp.db"), c, bodies, events)
 	if err != nil {
 		return err
 	}
@@ -137,22 +81,22 @@ func run(args []string, out io.Writer) error {
 		encoding += "+gzip"
 	}
 	cpu := "n/a"
-	if m.cpu >= 0 {
-		cpu = fmt.Sprintf("%.1f", float64(m.cpu)/float64(time.Microsecond)/float64(spans))
+	if cpuUsed >= 0 {
+		cpu = fmt.Sprintf("%.1f", float64(cpuUsed)/float64(time.Microsecond)/float64(spans))
 	}
 	fmt.Fprintf(out, "%-15s %-6s %8s %7s %6s %8s %9s %10s %11s\n", "encoding", "sync", "spans", "clients", "batch", "seconds", "spans/s", "requests/s", "CPU µs/span")
 	fmt.Fprintf(out, "%-15s %-6s %8d %7d %6d %8.2f %9.0f %10.0f %11s\n", encoding, c.sync, spans, c.clients, c.batch,
-		m.elapsed.Seconds(), float64(spans)/m.elapsed.Seconds(), float64(sent)/m.elapsed.Seconds(), cpu)
+		elapsed.Seconds(), float64(spans)/elapsed.Seconds(), float64(sent)/elapsed.Seconds(), cpu)
 	fmt.Fprintf(out, "\n%d requests, %.0f bytes a request on average; %d events stored (%d spans and %d effect span events)\n",
 		sent, float64(bytesSent)/float64(sent), events, spans, events-spans)
 	return nil
 }
 
-// requests builds each client's request bodies: whole agent runs, each a
+// otlpRequests builds each client's request bodies: whole agent runs, each a
 // root invoke_agent span, two model calls, three reads, and two writes
 // retried once after a timeout with one idempotency key, each write's
 // final attempt reporting its email as a span event.
-func requests(c config) (bodies [][][]byte, spans, events int, err error) {
+func otlpRequests(c otlpConfig) (bodies [][][]byte, spans, events int, err error) {
 	traces := (c.spans + spansPerTrace - 1) / spansPerTrace
 	perRequest := c.batch / spansPerTrace
 	bodies = make([][][]byte, c.clients)
@@ -263,96 +207,25 @@ func agentRun(out ptrace.SpanSlice, n uint64, start time.Time) int {
 	return effects
 }
 
-type measurement struct {
-	elapsed time.Duration
-	cpu     time.Duration // CPU of the whole process (server and clients); < 0 when unknown
-}
-
-// measure serves web.New on 127.0.0.1 over a fresh database, has each
-// client post its bodies in order, and times from the first request to the
-// last answer (each comes after its commit). It then checks that every
-// span was stored.
-func measure(ctx context.Context, path string, c config, clients [][][]byte, spans, events int) (measurement, error) {
-	var m measurement
-	db, err := store.Open(ctx, path, c.sync)
+// measureOTLP has each client post its bodies in order to a real server
+// over a fresh database, and times from the first request to the last
+// answer (each comes after its commit). It returns the wall time and the
+// process's CPU (-1 when unknown), then checks that every span was stored.
+func measureOTLP(ctx context.Context, path string, c otlpConfig, clients [][][]byte, events int) (elapsed, cpu time.Duration, err error) {
+	srv, err := startServer(ctx, path, c.sync, true, 1024)
 	if err != nil {
-		return m, err
+		return 0, 0, err
 	}
-	defer db.Close()
-	writer := ingest.NewWriter(db, ingest.DefaultWriterConfig)
-	defer writer.Close()
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	handler := web.New(web.Config{DB: db, Writer: writer, Limits: ingest.DefaultLimits, Analysis: trace.DefaultConfig, Logger: logger})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return m, err
-	}
-	server := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
-	go server.Serve(ln)
-	defer server.Shutdown(context.Background())
-
+	defer srv.Close()
 	// One kept-alive connection per client, as an exporter keeps.
-	transport := &http.Transport{MaxIdleConns: len(clients), MaxIdleConnsPerHost: len(clients)}
-	defer transport.CloseIdleConnections()
-	httpClient := &http.Client{Transport: transport, Timeout: 2 * time.Minute}
-	endpoint := "http://" + ln.Addr().String() + "/v1/traces"
+	httpClient := keepAliveClient(len(clients), 2*time.Minute)
+	defer httpClient.CloseIdleConnections()
+	endpoint := "http://" + srv.addr + "/v1/traces"
 
-	var mu sync.Mutex
-	var firstErr error
-	var wg sync.WaitGroup
-	cpuStart, begin := processCPU(), time.Now()
-	for _, bodies := range clients {
-		wg.Go(func() {
-			if err := postAll(httpClient, endpoint, bodies, c.gzip); err != nil {
-				mu.Lock()
-				if firstErr == nil {
-					firstErr = err
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	m.elapsed = time.Since(begin)
-	if now := processCPU(); cpuStart >= 0 && now >= 0 {
-		m.cpu = now - cpuStart
-	} else {
-		m.cpu = -1
-	}
-	if firstErr != nil {
-		return m, firstErr
-	}
-	stored := 0
-	if err := db.ExportEvents(ctx, func(int64, []byte) error { stored++; return nil }); err != nil {
-		return m, err
-	}
-	if stored != events {
-		return m, fmt.Errorf("events stored: got %d, want %d", stored, events)
-	}
-	return m, nil
-}
-
-func postAll(client *http.Client, endpoint string, bodies [][]byte, gzipped bool) error {
-	for _, body := range bodies {
-		req, err := http.NewRequest(http.MethodPost, endpoint, bytes.NewReader(body))
+	elapsed, cpu, err = postConcurrently(clients, func(body []byte) error {
+		data, err := post(httpClient, endpoint, "application/x-protobuf", c.gzip, body)
 		if err != nil {
 			return err
-		}
-		req.Header.Set("Content-Type", "application/x-protobuf")
-		if gzipped {
-			req.Header.Set("Content-Encoding", "gzip")
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return err
-		}
-		data, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			return err
-		}
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("POST: got %s, want 200: %q", resp.Status, data)
 		}
 		answer := ptraceotlp.NewExportResponse()
 		if err := answer.UnmarshalProto(data); err != nil {
@@ -361,34 +234,17 @@ func postAll(client *http.Client, endpoint string, bodies [][]byte, gzipped bool
 		if n := answer.PartialSuccess().RejectedSpans(); n != 0 {
 			return fmt.Errorf("POST: got %d rejected spans (%s), want 0", n, answer.PartialSuccess().ErrorMessage())
 		}
-	}
-	return nil
-}
-
-// processCPU is the user and system CPU this process has used so far, from
-// /proc/self/stat (in clock ticks, 100 a second on Linux); -1 elsewhere.
-func processCPU() time.Duration {
-	stat, err := os.ReadFile("/proc/self/stat")
+		return nil
+	})
 	if err != nil {
-		return -1
+		return elapsed, cpu, err
 	}
-	// Fields after the command name, which is in parentheses and may hold
-	// spaces: utime and stime are the 12th and 13th.
-	end := bytes.LastIndexByte(stat, ')')
-	if end < 0 {
-		return -1
+	stored := 0
+	if err := srv.db.ExportEvents(ctx, func(int64, []byte) error { stored++; return nil }); err != nil {
+		return elapsed, cpu, err
 	}
-	fields := strings.Fields(string(stat[end+1:]))
-	if len(fields) < 13 {
-		return -1
+	if stored != events {
+		return elapsed, cpu, fmt.Errorf("events stored: got %d, want %d", stored, events)
 	}
-	var ticks int64
-	for _, f := range fields[11:13] {
-		n, err := strconv.ParseInt(f, 10, 64)
-		if err != nil {
-			return -1
-		}
-		ticks += n
-	}
-	return time.Duration(ticks) * (time.Second / 100)
+	return elapsed, cpu, nil
 }

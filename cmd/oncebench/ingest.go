@@ -1,8 +1,3 @@
-// Command ingestbench measures oncetrace's ingest throughput and prints a
-// table: HTTP ingest with batches of 100 and of 1, the raw SQLite ceiling
-// (the same rows inserted directly, none of the pipeline's work), and group
-// commit on against off. Every case runs on a fresh database file in a
-// temporary directory. `make bench` runs it; -quick is a CI-sized run.
 package main
 
 import (
@@ -14,18 +9,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
-	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
-	"runtime"
-	"runtime/pprof"
-	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -34,30 +22,25 @@ import (
 	"github.com/oncetrace/oncetrace/ingest"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
-	"github.com/oncetrace/oncetrace/web"
 )
 
-type config struct {
+// The ingest suite measures native ingest throughput: HTTP ingest with
+// batches of 100 and of 1, the raw SQLite ceiling (the same rows inserted
+// directly, none of the pipeline's work), and group commit on against off.
+// Every case runs on a fresh database file.
+
+type ingestConfig struct {
+	runFlags
 	events, batch, clients             int // HTTP with large batches, and the raw ceiling
 	singleEvents, singleClients        int // HTTP with one event a request
 	groupEvents, groupClients          int // group commit on against off
-	sync                               store.Sync
 	cases                              map[string]bool
-	dir, cpuProfile                    string
-	quick                              bool
 	activePerClient, rawTransactionLen int
 }
 
-func main() {
-	if err := run(os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "ingestbench:", err)
-		os.Exit(1)
-	}
-}
-
-func parseFlags(args []string) (config, error) {
-	var c config
-	fs := flag.NewFlagSet("ingestbench", flag.ContinueOnError)
+func ingestFlags(args []string) (ingestConfig, error) {
+	var c ingestConfig
+	fs := flag.NewFlagSet("oncebench ingest", flag.ContinueOnError)
 	fs.IntVar(&c.events, "events", 100_000, "events for the batched HTTP case and the raw ceiling")
 	fs.IntVar(&c.batch, "batch", 100, "events a request in the batched case, and a transaction in the raw ceiling")
 	fs.IntVar(&c.clients, "clients", 16, "concurrent clients in the batched case")
@@ -65,17 +48,14 @@ func parseFlags(args []string) (config, error) {
 	fs.IntVar(&c.singleClients, "single-clients", 32, "concurrent clients in the one-event-a-request case")
 	fs.IntVar(&c.groupEvents, "group-events", 10_000, "events for each group commit on/off case")
 	fs.IntVar(&c.groupClients, "group-clients", 32, "concurrent clients in the group commit cases")
-	syncMode := fs.String("sync", "normal", "synchronous setting of the batched, single and raw cases: normal or full")
 	cases := fs.String("cases", "batch,single,raw,group", "comma-separated cases to run: batch, single, raw, group")
-	fs.StringVar(&c.dir, "dir", "", "directory for the database files (default: a new temporary directory, removed after)")
-	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
-	fs.BoolVar(&c.quick, "quick", false, "a CI-sized run of a few seconds: every size divided by 10")
+	c.register(fs, "synchronous setting of the batched, single and raw cases: normal or full",
+		"a CI-sized run of a few seconds: every size divided by 10")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
-	c.sync = store.Sync(*syncMode)
-	if c.sync != store.SyncNormal && c.sync != store.SyncFull {
-		return c, fmt.Errorf("-sync must be normal or full, not %q", *syncMode)
+	if err := c.check(); err != nil {
+		return c, err
 	}
 	c.cases = map[string]bool{}
 	for _, name := range strings.Split(*cases, ",") {
@@ -103,7 +83,7 @@ func parseFlags(args []string) (config, error) {
 	return c, nil
 }
 
-// measurement is one row of the table.
+// measurement is one row of the ingest table.
 type measurement struct {
 	name    string
 	sync    store.Sync
@@ -126,83 +106,17 @@ func (m measurement) cpuPerEvent() time.Duration {
 	return m.cpu / time.Duration(m.events)
 }
 
-// processCPU is the user and system CPU this process has used so far, from
-// /proc/self/stat (in clock ticks, 100 a second on Linux); -1 elsewhere.
-func processCPU() time.Duration {
-	stat, err := os.ReadFile("/proc/self/stat")
-	if err != nil {
-		return -1
-	}
-	// Fields after the command name, which is in parentheses and may hold
-	// spaces: utime and stime are the 12th and 13th.
-	end := bytes.LastIndexByte(stat, ')')
-	if end < 0 {
-		return -1
-	}
-	fields := strings.Fields(string(stat[end+1:]))
-	if len(fields) < 13 {
-		return -1
-	}
-	var ticks int64
-	for _, f := range fields[11:13] {
-		n, err := strconv.ParseInt(f, 10, 64)
-		if err != nil {
-			return -1
-		}
-		ticks += n
-	}
-	return time.Duration(ticks) * (time.Second / 100)
-}
-
-// cpuSince returns the CPU used since start, or -1 when unknown.
-func cpuSince(start time.Duration) time.Duration {
-	now := processCPU()
-	if start < 0 || now < 0 {
-		return -1
-	}
-	return now - start
-}
-
-func run(args []string, out io.Writer) error {
-	c, err := parseFlags(args)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
-		}
-		return err
-	}
-	dir := c.dir
-	if dir == "" {
-		if dir, err = os.MkdirTemp("", "ingestbench-"); err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-	}
-	if c.cpuProfile != "" {
-		f, err := os.Create(c.cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
-	}
+// runIngest runs the cases -cases names, each on a new file in dir, and
+// prints the table and the ratios.
+func runIngest(c ingestConfig, dir string, out io.Writer) error {
 	ctx := context.Background()
-	fmt.Fprintf(out, "oncetrace ingest benchmark\nmachine: %d CPUs, %s/%s, %s\n", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version())
-	// Other work on the machine skews every figure; say how much there was.
-	if load, err := os.ReadFile("/proc/loadavg"); err == nil {
-		fields := strings.Fields(string(load))
-		fmt.Fprintf(out, "load average at start: %s\n", strings.Join(fields[:min(3, len(fields))], " "))
-	}
 	fmt.Fprintln(out)
 
 	var rows []measurement
 	var batched, raw, groupFullOn, groupFullOff, groupNormalOn, groupNormalOff *measurement
 	add := func(m measurement) *measurement {
 		rows = append(rows, m)
-		fmt.Fprintf(os.Stderr, "ingestbench: %s, sync %s: %.0f events/s\n", m.name, m.sync, m.rate())
+		fmt.Fprintf(os.Stderr, "oncebench ingest: %s, sync %s: %.0f events/s\n", m.name, m.sync, m.rate())
 		return &rows[len(rows)-1]
 	}
 	seq := 0
@@ -420,98 +334,43 @@ func requestBodies(streams [][][]byte, batch int) [][][]byte {
 	return out
 }
 
-// runHTTP serves web.New on 127.0.0.1 over a fresh database and has one
-// client per body list post its bodies in order; it times from the first
-// request to the last answer, each of which comes after its commit.
+// runHTTP has one client per body list post its bodies in order to a real
+// server over a fresh database; it times from the first request to the
+// last answer, each of which comes after its commit.
 func runHTTP(ctx context.Context, path string, syncMode store.Sync, groupCommit bool, clients [][][]byte, want int) (measurement, error) {
 	m := measurement{sync: syncMode, events: want, clients: len(clients)}
-	db, err := store.Open(ctx, path, syncMode)
+	srv, err := startServer(ctx, path, syncMode, groupCommit, 1024)
 	if err != nil {
 		return m, err
 	}
-	defer db.Close()
-	// Wired as serve wires it: the live hub publishes every commit. The
-	// count of commits gives the average group size.
-	hub := web.NewHub(1024)
-	defer hub.Close()
-	var commits atomic.Int64
-	wcfg := ingest.DefaultWriterConfig
-	wcfg.GroupCommit = groupCommit
-	wcfg.OnCommit = func(c ingest.Commit) {
-		commits.Add(1)
-		hub.Publish(c)
-	}
-	writer := ingest.NewWriter(db, wcfg)
-	defer writer.Close()
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	handler := web.New(web.Config{DB: db, Writer: writer, Limits: ingest.DefaultLimits, Analysis: trace.DefaultConfig,
-		Logger: logger, Hub: hub})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return m, err
-	}
-	server := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
-	go server.Serve(ln)
-	defer server.Shutdown(context.Background())
+	defer srv.Close()
+	httpClient := keepAliveClient(len(clients), 2*time.Minute)
+	defer httpClient.CloseIdleConnections()
+	endpoint := "http://" + srv.addr + "/api/v1/events"
 
-	// One kept-alive connection per client; the default of two idle
-	// connections a host would measure connection set-up instead.
-	transport := &http.Transport{MaxIdleConns: len(clients), MaxIdleConnsPerHost: len(clients)}
-	defer transport.CloseIdleConnections()
-	httpClient := &http.Client{Transport: transport, Timeout: 2 * time.Minute}
-	endpoint := "http://" + ln.Addr().String() + "/api/v1/events"
-
-	var mu sync.Mutex
-	accepted := 0
-	var firstErr error
-	var wg sync.WaitGroup
-	cpuStart, begin := processCPU(), time.Now()
-	for _, bodies := range clients {
-		wg.Go(func() {
-			n, err := postAll(httpClient, endpoint, bodies)
-			mu.Lock()
-			defer mu.Unlock()
-			accepted += n
-			if err != nil && firstErr == nil {
-				firstErr = err
-			}
-		})
-	}
-	wg.Wait()
-	m.elapsed, m.cpu = time.Since(begin), cpuSince(cpuStart)
-	m.commits = int(commits.Load())
-	if firstErr != nil {
-		return m, firstErr
-	}
-	if accepted != want {
-		return m, fmt.Errorf("accepted: got %d events, want %d", accepted, want)
-	}
-	return m, nil
-}
-
-func postAll(client *http.Client, endpoint string, bodies [][]byte) (int, error) {
-	accepted := 0
-	for _, body := range bodies {
-		resp, err := client.Post(endpoint, "application/json", bytes.NewReader(body))
+	var accepted atomic.Int64
+	m.elapsed, m.cpu, err = postConcurrently(clients, func(body []byte) error {
+		data, err := post(httpClient, endpoint, "application/json", false, body)
 		if err != nil {
-			return accepted, err
+			return err
 		}
 		var answer struct {
-			Accepted int             `json:"accepted"`
-			Rejected json.RawMessage `json:"rejected"`
-			Error    string          `json:"error"`
+			Accepted int `json:"accepted"`
 		}
-		err = json.NewDecoder(resp.Body).Decode(&answer)
-		resp.Body.Close()
-		if err != nil {
-			return accepted, fmt.Errorf("decode answer: %w", err)
+		if err := json.Unmarshal(data, &answer); err != nil {
+			return fmt.Errorf("decode answer: %w", err)
 		}
-		if resp.StatusCode != http.StatusOK {
-			return accepted, fmt.Errorf("POST: got %s (%s %s), want 200", resp.Status, answer.Error, answer.Rejected)
-		}
-		accepted += answer.Accepted
+		accepted.Add(int64(answer.Accepted))
+		return nil
+	})
+	m.commits = int(srv.commits.Load())
+	if err != nil {
+		return m, err
 	}
-	return accepted, nil
+	if n := int(accepted.Load()); n != want {
+		return m, fmt.Errorf("accepted: got %d events, want %d", n, want)
+	}
+	return m, nil
 }
 
 // rawPragmas is store.Open's pragma list, copied so the ceiling runs under
