@@ -2,6 +2,7 @@ package trace
 
 import (
 	"encoding/json"
+	"strconv"
 	"time"
 )
 
@@ -34,7 +35,7 @@ func (e Event) Entity() string {
 	case EventExecution:
 		return "x\x00" + e.Execution.ID
 	case EventAttempt:
-		return "a\x00" + e.Attempt.ExecutionID + "\x00" + e.Attempt.StepID + "\x00" + itoa(e.Attempt.Number)
+		return "a\x00" + e.Attempt.ExecutionID + "\x00" + e.Attempt.StepID + "\x00" + strconv.Itoa(e.Attempt.Number)
 	default:
 		return "e\x00" + e.Effect.Provider + "\x00" + e.Effect.ID
 	}
@@ -74,7 +75,4 @@ func firstSet(ts ...time.Time) time.Time {
 	return time.Time{}
 }
 
-func itoa(n int) string {
-	b, _ := json.Marshal(n)
-	return string(b)
-}
+

@@ -20,8 +20,8 @@ type effectQuery struct {
 
 func (s *Server) effectFilter(c echo.Context) (store.EffectFilter, error) {
 	var q effectQuery
-	if err := (&echo.DefaultBinder{}).BindQueryParams(c, &q); err != nil {
-		return store.EffectFilter{}, badQuery("query: " + err.Error())
+	if err := bindQuery(c, &q); err != nil {
+		return store.EffectFilter{}, err
 	}
 	f := store.EffectFilter{Provider: q.Provider, ExecutionID: q.ExecutionID, Key: q.Key, Cursor: q.Cursor}
 	switch st := trace.MatchState(q.State); st {
@@ -68,8 +68,8 @@ type findingListResponse struct {
 // handleFindingList is GET /api/v1/findings: the audit across executions.
 func (s *Server) handleFindingList(c echo.Context) error {
 	var q findingQuery
-	if err := (&echo.DefaultBinder{}).BindQueryParams(c, &q); err != nil {
-		return badQuery("query: " + err.Error())
+	if err := bindQuery(c, &q); err != nil {
+		return err
 	}
 	f := store.FindingFilter{ExecutionID: q.ExecutionID, Rule: trace.Rule(q.Rule), Severity: trace.Severity(q.Severity)}
 	if _, known := trace.Severities[f.Rule]; q.Rule != "" && !known {

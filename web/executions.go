@@ -91,11 +91,20 @@ func parseLimit(v string) (int, error) {
 
 func badQuery(msg string) error { return echo.NewHTTPError(http.StatusBadRequest, msg) }
 
+// bindQuery binds the query string into a request type; a value of the
+// wrong type is a 400 naming it.
+func bindQuery(c echo.Context, q any) error {
+	if err := (&echo.DefaultBinder{}).BindQueryParams(c, q); err != nil {
+		return badQuery("query: " + err.Error())
+	}
+	return nil
+}
+
 // handleExecutionList is GET /api/v1/executions.
 func (s *Server) handleExecutionList(c echo.Context) error {
 	var q executionQuery
-	if err := (&echo.DefaultBinder{}).BindQueryParams(c, &q); err != nil {
-		return badQuery("query: " + err.Error())
+	if err := bindQuery(c, &q); err != nil {
+		return err
 	}
 	f, err := q.filter()
 	if err != nil {

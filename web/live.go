@@ -182,8 +182,8 @@ func (s *Server) handleStream(c echo.Context) error {
 	}
 	defer done()
 	var q liveQuery
-	if err := (&echo.DefaultBinder{}).BindQueryParams(c, &q); err != nil {
-		return badQuery("query: " + err.Error())
+	if err := bindQuery(c, &q); err != nil {
+		return err
 	}
 	filter, after, resume, err := q.parse()
 	if err != nil {
@@ -269,8 +269,8 @@ func (s *Server) handleLiveSocket(c echo.Context) error {
 		defer done()
 	}
 	var q liveQuery
-	if err := (&echo.DefaultBinder{}).BindQueryParams(c, &q); err != nil {
-		return badQuery("query: " + err.Error())
+	if err := bindQuery(c, &q); err != nil {
+		return err
 	}
 	filter, after, resume, err := q.parse()
 	if err != nil {

@@ -16,8 +16,8 @@ import (
 // handleExecutionListPage is GET /: the executions, newest first.
 func (s *Server) handleExecutionListPage(c echo.Context) error {
 	var q executionQuery
-	if err := (&echo.DefaultBinder{}).BindQueryParams(c, &q); err != nil {
-		return badQuery("query: " + err.Error())
+	if err := bindQuery(c, &q); err != nil {
+		return err
 	}
 	form := views.ListFilter{Status: q.Status, Name: q.Name, HasFindings: q.HasFindings, Q: q.Q, From: q.From, To: q.To}
 	// The form's datetime-local inputs carry no zone: they are read as UTC,

@@ -19,8 +19,8 @@ const liveCap = 200
 // handleLivePage is GET /live: the newest events, then the live tail.
 func (s *Server) handleLivePage(c echo.Context) error {
 	var q liveQuery
-	if err := (&echo.DefaultBinder{}).BindQueryParams(c, &q); err != nil {
-		return badQuery("query: " + err.Error())
+	if err := bindQuery(c, &q); err != nil {
+		return err
 	}
 	filter, _, _, err := q.parse()
 	if err != nil {
