@@ -74,5 +74,3 @@ func firstSet(ts ...time.Time) time.Time {
 	}
 	return time.Time{}
 }
-
-
