@@ -4,7 +4,7 @@ package trace
 type Counts struct {
 	Steps    int `json:"steps"`
 	Attempts int `json:"attempts"`
-	Retries  int `json:"retries"` // attempts beyond the first of each step
+	Retries  int `json:"retries"` // executed attempts beyond the first of each step (replays are not retries)
 	Dedupes  int `json:"dedupes"` // attempts the receiving API answered from its key store
 	Replays  int `json:"replays"` // attempts answered from the journal
 	Effects  int `json:"effects"` // distinct effects in r.Effects
@@ -16,7 +16,15 @@ func (r Run) Counts() Counts {
 	c := Counts{Steps: len(r.Steps)}
 	for _, s := range r.Steps {
 		c.Attempts += len(s.Attempts)
-		c.Retries += max(0, len(s.Attempts)-1)
+		executed := 0
+		for _, a := range s.Attempts {
+			if r.Outcome(a) != OutcomeReplayed {
+				executed++
+			}
+		}
+		// A replay answered from the journal is not a retry: the tool
+		// was not called again.
+		c.Retries += max(0, executed-1)
 		for _, a := range s.Attempts {
 			if a.Deduplicated {
 				c.Dedupes++

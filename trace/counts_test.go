@@ -27,3 +27,15 @@ func TestCounts(t *testing.T) {
 		t.Errorf("got %s, want %s", b, want)
 	}
 }
+
+// TestCountsReplayIsNotARetry: a rerun answered from the journal adds an
+// attempt but no retry.
+func TestCountsReplayIsNotARetry(t *testing.T) {
+	r := run(step("s1", "send", EffectWrite,
+		try(1, 0, 1, OutcomeOK, key("ik_1")),
+		try(2, 5, 5, OutcomeReplayed, key("ik_1"))))
+	got := r.Counts()
+	if got.Attempts != 2 || got.Retries != 0 || got.Replays != 1 {
+		t.Errorf("got attempts %d, retries %d, replays %d, want 2, 0, 1", got.Attempts, got.Retries, got.Replays)
+	}
+}
