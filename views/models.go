@@ -141,14 +141,6 @@ type ErrorView struct {
 	Message string
 }
 
-// TimeOrDash is a time for a table cell.
-func TimeOrDash(t time.Time) string {
-	if t.IsZero() {
-		return "—"
-	}
-	return UTC(t)
-}
-
 // LiveFilterView is the live page's form.
 type LiveFilterView struct {
 	ExecutionID, Name, Provider string
