@@ -154,6 +154,16 @@ type liveQuery struct {
 	View         string `query:"view"`
 }
 
+// bindLive reads a live endpoint's query: its filter, and the sequence to
+// resume after when one is given.
+func bindLive(c echo.Context) (q liveQuery, f LiveFilter, after int64, resume bool, err error) {
+	if err = bindQuery(c, &q); err != nil {
+		return q, f, 0, false, err
+	}
+	f, after, resume, err = q.parse()
+	return q, f, after, resume, err
+}
+
 func (q liveQuery) parse() (LiveFilter, int64, bool, error) {
 	f := LiveFilter{ExecutionID: q.ExecutionID, Name: q.Name, Provider: q.Provider}
 	if q.FindingsOnly != "" {
@@ -181,11 +191,7 @@ func (s *Server) handleStream(c echo.Context) error {
 		return echo.NewHTTPError(http.StatusServiceUnavailable, "live: server shutting down")
 	}
 	defer done()
-	var q liveQuery
-	if err := bindQuery(c, &q); err != nil {
-		return err
-	}
-	filter, after, resume, err := q.parse()
+	_, filter, after, resume, err := bindLive(c)
 	if err != nil {
 		return err
 	}
@@ -268,11 +274,7 @@ func (s *Server) handleLiveSocket(c echo.Context) error {
 	if open {
 		defer done()
 	}
-	var q liveQuery
-	if err := bindQuery(c, &q); err != nil {
-		return err
-	}
-	filter, after, resume, err := q.parse()
+	q, filter, after, resume, err := bindLive(c)
 	if err != nil {
 		return err
 	}

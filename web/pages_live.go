@@ -18,11 +18,7 @@ const liveCap = 200
 
 // handleLivePage is GET /live: the newest events, then the live tail.
 func (s *Server) handleLivePage(c echo.Context) error {
-	var q liveQuery
-	if err := bindQuery(c, &q); err != nil {
-		return err
-	}
-	filter, _, _, err := q.parse()
+	_, filter, _, _, err := bindLive(c)
 	if err != nil {
 		return err
 	}
