@@ -81,4 +81,7 @@ type Run struct {
 	// FedProviders are providers whose outbox holds at least one effect
 	// anywhere; missing_effect only judges steps of those.
 	FedProviders map[string]bool
+	// Spans are the OpenTelemetry spans of the execution's traces that are
+	// not tool calls: model calls, HTTP client calls, context.
+	Spans []Span
 }

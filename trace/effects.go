@@ -23,37 +23,20 @@ func EffectMatchesAttempt(e Effect, a Attempt) bool {
 // it, deduplicated by (provider, id) and sorted by time, then provider and
 // id. Steps without effects are absent.
 //
-// An effect belongs to the step whose attempts sent its key; an effect
-// without a key, or whose key no attempt of the run sent, belongs to the
-// step it names when it names this execution. The key wins because it is
-// what the receiving API saw; the names are only the caller's claim.
+// An effect with a trace context belongs to the tool attempt whose span is
+// its span or that span's nearest tool-call ancestor: that is the request
+// the receiving API saw. Otherwise it belongs to the step whose attempts
+// sent its key; an effect without a key, or whose key no attempt of the
+// run sent, belongs to the step it names when it names this execution. The
+// key wins over the names because it is what the receiving API saw; the
+// names are only the caller's claim.
 func (r Run) StepEffects() map[string][]Effect {
-	keySteps := map[string][]string{} // key -> ids of the steps that sent it, in step order
-	steps := map[string]bool{}
-	for _, s := range r.Steps {
-		steps[s.ID] = true
-		for _, a := range s.Attempts {
-			k := a.IdempotencyKey
-			if k != "" && !slices.Contains(keySteps[k], s.ID) {
-				keySteps[k] = append(keySteps[k], s.ID)
-			}
-		}
-	}
-	namesRun := func(e Effect) bool { return e.ExecutionID != "" && e.ExecutionID == r.Execution.ID }
-
+	ix := newEffectIndex(r)
 	out := map[string][]Effect{}
 	seen := map[string]map[EffectRef]bool{}
 	for _, e := range r.Effects {
-		var stepID string
-		if ids := keySteps[e.IdempotencyKey]; e.IdempotencyKey != "" && len(ids) > 0 {
-			stepID = ids[0]
-			// When steps collide on a key, the step the effect names is the better guess.
-			if namesRun(e) && slices.Contains(ids, e.StepID) {
-				stepID = e.StepID
-			}
-		} else if namesRun(e) && steps[e.StepID] {
-			stepID = e.StepID
-		} else {
+		stepID, ok := ix.step(e)
+		if !ok {
 			continue
 		}
 		if seen[stepID] == nil {
@@ -69,6 +52,77 @@ func (r Run) StepEffects() map[string][]Effect {
 		sortEffects(es)
 	}
 	return out
+}
+
+// UnattributedEffects are the effects of r.Effects that came from this
+// execution's trace but belong to no step: the span that made the request
+// is known, but no tool-call span above it arrived (an SDK that never
+// exports a failed tool call's span). They are in the run's outbox, never
+// silently dropped.
+func (r Run) UnattributedEffects() []Effect {
+	ix := newEffectIndex(r)
+	var out []Effect
+	seen := map[EffectRef]bool{}
+	for _, e := range r.Effects {
+		if e.TraceID == "" || seen[e.Ref()] {
+			continue
+		}
+		if _, ok := ix.step(e); !ok {
+			seen[e.Ref()] = true
+			out = append(out, e)
+		}
+	}
+	sortEffects(out)
+	return out
+}
+
+// effectIndex finds the step an effect of one run belongs to.
+type effectIndex struct {
+	run      Run
+	spans    spanTree
+	keySteps map[string][]string // key -> ids of the steps that sent it, in step order
+	steps    map[string]bool
+}
+
+func newEffectIndex(r Run) effectIndex {
+	ix := effectIndex{run: r, spans: newSpanTree(r), keySteps: map[string][]string{}, steps: map[string]bool{}}
+	for _, s := range r.Steps {
+		ix.steps[s.ID] = true
+		for _, a := range s.Attempts {
+			k := a.IdempotencyKey
+			if k != "" && !slices.Contains(ix.keySteps[k], s.ID) {
+				ix.keySteps[k] = append(ix.keySteps[k], s.ID)
+			}
+		}
+	}
+	return ix
+}
+
+// step is the id of the step e belongs to, if any.
+func (ix effectIndex) step(e Effect) (string, bool) {
+	if e.SpanID != "" {
+		if a, ok := ix.spans.toolAttempt(e.SpanID); ok {
+			return a.StepID, true
+		}
+	}
+	return ix.keyedOrNamedStep(e)
+}
+
+// keyedOrNamedStep is the step whose attempts sent e's key, else the step e
+// names when it names this execution.
+func (ix effectIndex) keyedOrNamedStep(e Effect) (string, bool) {
+	namesRun := e.ExecutionID != "" && e.ExecutionID == ix.run.Execution.ID
+	if ids := ix.keySteps[e.IdempotencyKey]; e.IdempotencyKey != "" && len(ids) > 0 {
+		// When steps collide on a key, the step the effect names is the better guess.
+		if namesRun && slices.Contains(ids, e.StepID) {
+			return e.StepID, true
+		}
+		return ids[0], true
+	}
+	if namesRun && ix.steps[e.StepID] {
+		return e.StepID, true
+	}
+	return "", false
 }
 
 // EffectStates says, for every effect of r.Effects that belongs to a step,

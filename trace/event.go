@@ -13,16 +13,18 @@ const (
 	EventExecution EventType = "execution"
 	EventAttempt   EventType = "attempt"
 	EventEffect    EventType = "effect"
+	EventSpan      EventType = "span"
 )
 
-// Event is one validated ingest event. Exactly one of Execution, Attempt and
-// Effect is set, holding only the fields the event carried.
+// Event is one validated ingest event. Exactly one of Execution, Attempt,
+// Effect and Span is set, holding only the fields the event carried.
 type Event struct {
 	ID        string
 	Type      EventType
 	Execution *Execution
 	Attempt   *Attempt
 	Effect    *Effect
+	Span      *Span
 	// Body is the event as stored in the raw log: canonical JSON (sorted
 	// keys) with its id, so an export re-imports to the same id.
 	Body json.RawMessage
@@ -35,7 +37,14 @@ func (e Event) Entity() string {
 	case EventExecution:
 		return "x\x00" + e.Execution.ID
 	case EventAttempt:
-		return "a\x00" + e.Attempt.ExecutionID + "\x00" + e.Attempt.StepID + "\x00" + strconv.Itoa(e.Attempt.Number)
+		a := e.Attempt
+		if a.Number == 0 && a.SpanID != "" {
+			// Identified by its span: its number is derived from the others'.
+			return "a\x00" + a.ExecutionID + "\x00" + a.StepID + "\x00span:" + a.SpanID
+		}
+		return "a\x00" + a.ExecutionID + "\x00" + a.StepID + "\x00" + strconv.Itoa(a.Number)
+	case EventSpan:
+		return "s\x00" + e.Span.TraceID + "\x00" + e.Span.SpanID
 	default:
 		return "e\x00" + e.Effect.Provider + "\x00" + e.Effect.ID
 	}
@@ -48,6 +57,8 @@ func (e Event) ExecutionID() string {
 		return e.Execution.ID
 	case EventAttempt:
 		return e.Attempt.ExecutionID
+	case EventSpan:
+		return e.Span.ExecutionID
 	default:
 		return e.Effect.ExecutionID
 	}
@@ -61,6 +72,8 @@ func (e Event) When() time.Time {
 		return firstSet(e.Execution.EndedAt, e.Execution.StartedAt)
 	case EventAttempt:
 		return firstSet(e.Attempt.EndedAt, e.Attempt.StartedAt)
+	case EventSpan:
+		return firstSet(e.Span.EndedAt, e.Span.StartedAt)
 	default:
 		return e.Effect.At
 	}

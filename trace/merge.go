@@ -74,6 +74,8 @@ func FoldAttempt(events []Event) Attempt {
 		keepString(&a.Provider, e.Provider)
 		keepString(&a.IdempotencyKey, e.IdempotencyKey)
 		keepString(&a.Worker, e.Worker)
+		keepString(&a.TraceID, e.TraceID)
+		keepString(&a.SpanID, e.SpanID)
 		keepTime(&a.StartedAt, e.StartedAt)
 		if len(a.Args) == 0 {
 			a.Args = e.Args
@@ -106,6 +108,8 @@ func FoldEffect(events []Event) Effect {
 		keepString(&f.ExecutionID, e.ExecutionID)
 		keepString(&f.StepID, e.StepID)
 		keepString(&f.Target, e.Target)
+		keepString(&f.TraceID, e.TraceID)
+		keepString(&f.SpanID, e.SpanID)
 		keepTime(&f.At, e.At)
 	}
 	return f

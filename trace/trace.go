@@ -12,7 +12,16 @@ const (
 	EffectRead   EffectClass = "read"   // safe to retry
 	EffectWrite  EffectClass = "write"  // a side effect: needs a key or natural idempotency
 	EffectUnsafe EffectClass = "unsafe" // must not be retried
+	// EffectUnknown is a tool nobody classified (an OpenTelemetry tool span
+	// without oncetrace.effect): the retry rules treat it as possibly writing.
+	EffectUnknown EffectClass = "unknown"
 )
+
+// SideEffecting reports whether a step of the class may change the world:
+// write, unsafe, or unknown.
+func (c EffectClass) SideEffecting() bool {
+	return c == EffectWrite || c == EffectUnsafe || c == EffectUnknown
+}
 
 // Outcome is how an attempt ended. Running and Lost are derived, never sent.
 type Outcome string
@@ -87,7 +96,12 @@ type Attempt struct {
 	Args           json.RawMessage `json:"args,omitempty"` // canonical JSON
 	Result         json.RawMessage `json:"result,omitempty"`
 	Error          string          `json:"error,omitempty"`
-	Conflicts      []Conflict      `json:"conflicts,omitempty"`
+	// TraceID and SpanID name the OpenTelemetry span the attempt came from.
+	// An attempt with a SpanID and no number sent is identified by its span;
+	// its number is its rank by start among its step's attempts.
+	TraceID   string     `json:"trace_id,omitempty"`
+	SpanID    string     `json:"span_id,omitempty"`
+	Conflicts []Conflict `json:"conflicts,omitempty"`
 }
 
 // Finished reports whether the attempt carries a terminal outcome.
@@ -95,14 +109,19 @@ func (a Attempt) Finished() bool { return a.Outcome != "" }
 
 // Effect is one side effect as the external system saw it.
 type Effect struct {
-	Provider       string     `json:"provider"`
-	ID             string     `json:"effect_id"`
-	IdempotencyKey string     `json:"idempotency_key,omitempty"`
-	ExecutionID    string     `json:"execution_id,omitempty"`
-	StepID         string     `json:"step_id,omitempty"`
-	Target         string     `json:"target,omitempty"`
-	At             time.Time  `json:"at,omitzero"`
-	Conflicts      []Conflict `json:"conflicts,omitempty"`
+	Provider       string    `json:"provider"`
+	ID             string    `json:"effect_id"`
+	IdempotencyKey string    `json:"idempotency_key,omitempty"`
+	ExecutionID    string    `json:"execution_id,omitempty"`
+	StepID         string    `json:"step_id,omitempty"`
+	Target         string    `json:"target,omitempty"`
+	At             time.Time `json:"at,omitzero"`
+	// TraceID and SpanID are the W3C trace context of the request that
+	// caused the effect: the trace names the execution, the span is the one
+	// that made the request (usually an HTTP client span under a tool span).
+	TraceID   string     `json:"trace_id,omitempty"`
+	SpanID    string     `json:"span_id,omitempty"`
+	Conflicts []Conflict `json:"conflicts,omitempty"`
 }
 
 // Conflict records a terminal value that disagreed with the one kept.
