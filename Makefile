@@ -6,7 +6,7 @@ DB      ?= oncetrace.db
 ADDR    ?= 127.0.0.1:8080
 FUZZTIME ?= 10s
 
-.PHONY: run test unit fuzz bench build lint generate check-generated clean
+.PHONY: run test unit fuzz bench build lint generate check-generated clean fixtures
 
 ## run: serve the UI and APIs on $(ADDR) with the SQLite file $(DB), the demo loaded once
 run:
@@ -40,6 +40,40 @@ bench:
 ## build: a static binary in bin/
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o bin/oncetrace ./cmd/oncetrace
+
+## fixtures: regenerate ingest/testdata/frameworks/ by running a small agent on four real agent frameworks (Node 20+ and npm; see its gen/README.md)
+# FIXTURES_ONCETRACE names an oncetrace binary to use instead of building one
+# from the tree. When npm ci fails three times and the registry does not
+# answer, the committed fixtures stay and the target says so loudly; any
+# other failure fails it.
+FIXTURES_DIR        := ingest/testdata/frameworks
+FIXTURES_ONCETRACE  ?=
+FIXTURES_SKIPPED    := !!! SKIPPED: make fixtures could not reach the npm registry; testing the committed fixtures
+fixtures:
+	@set -e; \
+	if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then \
+		echo "make fixtures: node or npm is not installed"; echo "$(FIXTURES_SKIPPED)"; exit 0; \
+	fi; \
+	bin="$(FIXTURES_ONCETRACE)"; \
+	if [ -z "$$bin" ]; then \
+		bin=bin/oncetrace-fixtures; \
+		echo "$(GO) build -o $$bin ./cmd/oncetrace"; \
+		$(GO) build -ldflags "$(LDFLAGS)" -o $$bin ./cmd/oncetrace; \
+	fi; \
+	case "$$bin" in /*) ;; *) bin="$(CURDIR)/$$bin" ;; esac; \
+	ok=; \
+	for i in 1 2 3; do \
+		echo "npm ci in $(FIXTURES_DIR)/gen (attempt $$i of 3)"; \
+		if (cd $(FIXTURES_DIR)/gen && npm ci --prefer-offline --no-audit --no-fund --fetch-timeout=60000 --fetch-retries=1 --fetch-retry-mintimeout=5000 --fetch-retry-maxtimeout=20000); then ok=1; break; fi; \
+		[ $$i = 3 ] || sleep $$((i * 10)); \
+	done; \
+	if [ -z "$$ok" ]; then \
+		if (cd $(FIXTURES_DIR)/gen && timeout 30 npm ping) >/dev/null 2>&1; then \
+			echo "make fixtures: npm ci failed 3 times though the npm registry answers: fix package.json or package-lock.json"; exit 1; \
+		fi; \
+		echo "$(FIXTURES_SKIPPED)"; exit 0; \
+	fi; \
+	cd $(FIXTURES_DIR)/gen && node run.mjs --oncetrace "$$bin" --out "$(CURDIR)/$(FIXTURES_DIR)"
 
 lint:
 	$(GO) vet ./...

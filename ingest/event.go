@@ -22,10 +22,13 @@ import (
 // fieldsOf lists the fields each event type may carry; anything else is
 // rejected, so that a misspelt field is an error rather than silently lost.
 var fieldsOf = map[trace.EventType][]string{
-	trace.EventExecution: {"type", "id", "execution_id", "name", "status", "started_at", "ended_at", "idempotency_key", "labels"},
+	trace.EventExecution: {"type", "id", "execution_id", "name", "name_source", "status", "started_at", "ended_at", "idempotency_key", "labels"},
 	trace.EventAttempt: {"type", "id", "execution_id", "step_id", "attempt", "tool", "effect", "provider", "args", "result",
-		"idempotency_key", "worker", "started_at", "ended_at", "outcome", "error", "deduplicated"},
-	trace.EventEffect: {"type", "id", "provider", "effect_id", "idempotency_key", "execution_id", "step_id", "target", "at"},
+		"idempotency_key", "worker", "started_at", "ended_at", "outcome", "error", "deduplicated", "trace_id", "span_id"},
+	trace.EventEffect: {"type", "id", "provider", "effect_id", "idempotency_key", "execution_id", "step_id", "target", "at",
+		"trace_id", "span_id"},
+	trace.EventSpan: {"type", "id", "execution_id", "trace_id", "span_id", "parent_span_id", "role", "name", "started_at", "ended_at",
+		"error", "model", "input_tokens", "output_tokens", "http_method", "http_url", "http_status", "idempotency_key"},
 }
 
 // earliest and latest bound accepted times: Unix nanoseconds must fit in int64.
@@ -52,7 +55,7 @@ func ParseEvent(raw []byte, lim Limits) (trace.Event, error) {
 		}
 	}
 	f := fields{obj: obj, lim: lim}
-	typ := trace.EventType(f.enum("type", true, "execution", "attempt", "effect"))
+	typ := trace.EventType(f.enum("type", true, "execution", "attempt", "effect", "span"))
 	if f.err != nil {
 		return trace.Event{}, f.err
 	}
@@ -70,6 +73,8 @@ func ParseEvent(raw []byte, lim Limits) (trace.Event, error) {
 		ev.Attempt = parseAttempt(&f)
 	case trace.EventEffect:
 		ev.Effect = parseEffect(&f)
+	case trace.EventSpan:
+		ev.Span = parseSpan(&f)
 	}
 	if f.err != nil {
 		return trace.Event{}, f.err
@@ -91,6 +96,7 @@ func parseExecution(f *fields) *trace.Execution {
 	x := &trace.Execution{
 		ID:             f.id("execution_id", true),
 		Name:           f.text("name"),
+		NameSource:     f.enum("name_source", false, trace.NameSources[1:]...),
 		Status:         trace.Status(f.enum("status", false, "running", "completed", "failed", "cancelled")),
 		StartedAt:      f.time("started_at"),
 		EndedAt:        f.time("ended_at"),
@@ -105,9 +111,10 @@ func parseAttempt(f *fields) *trace.Attempt {
 	a := &trace.Attempt{
 		ExecutionID:    f.id("execution_id", true),
 		StepID:         f.id("step_id", true),
-		Number:         f.attemptNumber("attempt"),
+		TraceID:        f.id("trace_id", false),
+		SpanID:         f.id("span_id", false),
 		Tool:           f.text("tool"),
-		Effect:         trace.EffectClass(f.enum("effect", false, "read", "write", "unsafe")),
+		Effect:         trace.EffectClass(f.enum("effect", false, "read", "write", "unsafe", "unknown")),
 		Provider:       f.id("provider", false),
 		Args:           f.json("args"),
 		Result:         f.json("result"),
@@ -118,6 +125,10 @@ func parseAttempt(f *fields) *trace.Attempt {
 		Outcome:        trace.Outcome(f.enum("outcome", false, "ok", "error", "timeout", "replayed")),
 		Error:          f.text("error"),
 		Deduplicated:   f.bool("deduplicated"),
+	}
+	// An attempt identified by its span may leave its number to be derived.
+	if _, sent := f.get("attempt"); sent || a.SpanID == "" {
+		a.Number = f.attemptNumber("attempt")
 	}
 	f.order("started_at", a.StartedAt, "ended_at", a.EndedAt)
 	if f.err == nil && !a.EndedAt.IsZero() && a.Outcome == "" {
@@ -135,7 +146,36 @@ func parseEffect(f *fields) *trace.Effect {
 		StepID:         f.id("step_id", false),
 		Target:         f.text("target"),
 		At:             f.time("at"),
+		TraceID:        f.id("trace_id", false),
+		SpanID:         f.id("span_id", false),
 	}
+}
+
+func parseSpan(f *fields) *trace.Span {
+	roles := make([]string, len(trace.SpanRoles))
+	for i, r := range trace.SpanRoles {
+		roles[i] = string(r)
+	}
+	s := &trace.Span{
+		ExecutionID:    f.id("execution_id", true),
+		TraceID:        f.id("trace_id", true),
+		SpanID:         f.id("span_id", true),
+		ParentSpanID:   f.id("parent_span_id", false),
+		Role:           trace.SpanRole(f.enum("role", true, roles...)),
+		Name:           f.text("name"),
+		StartedAt:      f.time("started_at"),
+		EndedAt:        f.time("ended_at"),
+		Error:          f.text("error"),
+		Model:          f.text("model"),
+		InputTokens:    f.count("input_tokens"),
+		OutputTokens:   f.count("output_tokens"),
+		HTTPMethod:     f.id("http_method", false),
+		HTTPURL:        f.text("http_url"),
+		HTTPStatus:     int(f.count("http_status")),
+		IdempotencyKey: f.id("idempotency_key", false),
+	}
+	f.order("started_at", s.StartedAt, "ended_at", s.EndedAt)
+	return s
 }
 
 func decodeObject(raw []byte) (map[string]any, error) {
@@ -273,6 +313,21 @@ func (f *fields) attemptNumber(name string) int {
 		return 0
 	}
 	return int(n)
+}
+
+// count reads a non-negative integer such as a token count.
+func (f *fields) count(name string) int64 {
+	v, ok := f.get(name)
+	if !ok {
+		return 0
+	}
+	num, isNumber := v.(json.Number)
+	n, err := num.Int64()
+	if !isNumber || err != nil || n < 0 || n > math.MaxInt32*int64(1024) {
+		f.fail("%s: must be an integer from 0 to %d", name, math.MaxInt32*int64(1024))
+		return 0
+	}
+	return n
 }
 
 // time accepts RFC 3339 (fractional seconds allowed) or Unix milliseconds.

@@ -1,11 +1,12 @@
 package ingest
 
 import (
+	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -16,10 +17,15 @@ import (
 	"github.com/oncetrace/oncetrace/trace"
 )
 
-// OTLP spans are mapped onto oncetrace's events as docs/otlp.md's table
-// says, first match wins. Each span becomes a native event with an id made
-// of its trace and span ids, so a re-exported span is a duplicate and the
-// same validation, merge rules and audit apply as to native ingest.
+// OTLP spans are mapped onto oncetrace's events as docs/otlp.md says. Each
+// span first gets one role (DESIGN.md, "OpenTelemetry without hand
+// instrumentation"): the execution root, a tool call, a model call, an HTTP
+// client call, or context; oncetrace.* attributes always win. Each span
+// then becomes a native event with an id made of its trace and span ids, so
+// a re-exported span is a duplicate and the same validation, merge rules
+// and audit apply as to native ingest. Nothing here depends on which other
+// spans share the export request, except inheritance of the execution id:
+// spans of one run arrive in several requests.
 
 // OTLPResult is what mapping one export request gave.
 type OTLPResult struct {
@@ -30,19 +36,49 @@ type OTLPResult struct {
 
 const maxReasons = 5
 
+// OTLPConfig is what mapping spans needs besides the spans.
+type OTLPConfig struct {
+	Limits Limits
+	// ToolClasses classifies tool calls that carry no oncetrace.effect by
+	// their tool name; unmatched tools are class unknown.
+	ToolClasses ToolClasses
+}
+
 // Attribute names, by role, in order of preference.
 var (
 	otlpExecutionAttrs = []string{"oncetrace.execution.id", "temporalWorkflowID", "restate.invocation.id", "dbos.operation.workflow_id", "operationUUID"}
 	otlpSessionAttrs   = []string{"gen_ai.conversation.id", "session.id"}
-	otlpStepAttrs      = []string{"oncetrace.step.id", "gen_ai.tool.call.id", "tool.id", "temporalActivityID"}
-	otlpToolAttrs      = []string{"gen_ai.tool.name", "tool.name"}
-	otlpArgsAttrs      = []string{"gen_ai.tool.call.arguments", "input.value"}
-	otlpResultAttrs    = []string{"gen_ai.tool.call.result", "output.value"}
+	otlpStepAttrs      = []string{"oncetrace.step.id", "temporalActivityID"}
+	otlpCallIDAttrs    = []string{"gen_ai.tool.call.id", "ai.toolCall.id", "tool_call.id"}
+	otlpToolAttrs      = []string{"gen_ai.tool.name", "ai.toolCall.name", "tool.name"}
+	otlpArgsAttrs      = []string{"gen_ai.tool.call.arguments", "ai.toolCall.args", "ai.toolCall.input", "input.value", "traceloop.entity.input"}
+	otlpResultAttrs    = []string{"gen_ai.tool.call.result", "ai.toolCall.result", "ai.toolCall.output", "output.value", "traceloop.entity.output"}
 	otlpKeyAttrs       = []string{"oncetrace.idempotency.key", "http.request.header.idempotency-key"}
+	otlpModelAttrs     = []string{"gen_ai.request.model", "gen_ai.response.model", "ai.model.id", "llm.model_name"}
+	otlpInTokenAttrs   = []string{"gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt", "ai.usage.inputTokens", "ai.usage.promptTokens"}
+	otlpOutTokenAttrs  = []string{"gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens", "llm.token_count.completion", "ai.usage.outputTokens", "ai.usage.completionTokens"}
+	otlpMethodAttrs    = []string{"http.request.method", "http.method"}
+	otlpURLAttrs       = []string{"url.full", "http.url"}
+	otlpStatusAttrs    = []string{"http.response.status_code", "http.status_code"}
+	// oncetrace.* attributes that make a span a tool call whatever else it says.
+	otlpToolMarkers = []string{"oncetrace.step.id", "oncetrace.attempt", "oncetrace.effect", "oncetrace.outcome",
+		"oncetrace.idempotency.key", "oncetrace.provider", "oncetrace.replayed", "oncetrace.deduplicated"}
 )
 
 // otlpEffectName names spans and span events that report an effect.
 const otlpEffectName = "oncetrace.effect"
+
+// spanRole is what a span is to oncetrace.
+type spanRole int
+
+const (
+	roleContext spanRole = iota
+	roleRoot
+	roleTool
+	roleModel
+	roleHTTP
+	roleEffect
+)
 
 type otlpSpan struct {
 	span     ptrace.Span
@@ -50,14 +86,13 @@ type otlpSpan struct {
 	traceID  string
 	spanID   string
 	parentID string
+	role     spanRole
 	// derived
 	execution string
-	step      string
-	attempt   int
 }
 
 // MapOTLP maps an export request's spans onto events.
-func MapOTLP(td ptrace.Traces, lim Limits) OTLPResult {
+func MapOTLP(td ptrace.Traces, cfg OTLPConfig) OTLPResult {
 	var res OTLPResult
 	reject := func(format string, args ...any) {
 		res.Rejected++
@@ -80,6 +115,7 @@ func MapOTLP(td ptrace.Traces, lim Limits) OTLPResult {
 					reject("span %s (%q): start_time_unix_nano is required", s.spanID, sp.Name())
 					continue
 				}
+				s.role = roleOf(s)
 				spans = append(spans, s)
 				byID[s.traceID+"/"+s.spanID] = s
 			}
@@ -91,13 +127,12 @@ func MapOTLP(td ptrace.Traces, lim Limits) OTLPResult {
 			s.execution = s.traceID
 		}
 	}
-	assignSteps(spans)
 
 	add := func(what string, ev map[string]any) {
 		raw, err := json.Marshal(ev)
 		if err == nil {
 			var parsed trace.Event
-			if parsed, err = ParseEvent(raw, lim); err == nil {
+			if parsed, err = ParseEvent(raw, cfg.Limits); err == nil {
 				res.Events = append(res.Events, parsed)
 				return
 			}
@@ -107,18 +142,25 @@ func MapOTLP(td ptrace.Traces, lim Limits) OTLPResult {
 	for _, s := range spans {
 		sp := s.span
 		what := fmt.Sprintf("span %s (%q)", s.spanID, sp.Name())
-		switch {
-		case sp.Name() == otlpEffectName:
+		switch s.role {
+		case roleEffect:
 			if ev, err := effectEvent(s, byID, sp.Attributes(), sp.StartTimestamp(), "otlp:"+s.traceID+":"+s.spanID); err != nil {
 				reject("%s: %v", what, err)
 			} else {
 				add(what, ev)
 			}
 			continue
-		case isAgentRoot(s):
+		case roleRoot:
 			add(what, executionEvent(s, byID))
+		case roleTool:
+			add(what, attemptEvent(s, cfg.ToolClasses))
 		default:
-			add(what, attemptEvent(s, byID))
+			add(what, spanEvent(s))
+			if name, source := agentName(s); name != "" {
+				// An agent span below the root still names the execution.
+				add(what, map[string]any{"type": "execution", "id": "otlp:" + s.traceID + ":" + s.spanID + ":name",
+					"execution_id": s.execution, "name": name, "name_source": source})
+			}
 		}
 		for i, e := range sp.Events().All() {
 			if e.Name() != otlpEffectName {
@@ -136,25 +178,83 @@ func MapOTLP(td ptrace.Traces, lim Limits) OTLPResult {
 	return res
 }
 
-// isAgentRoot: the root invoke_agent or invoke_workflow span of a trace is
-// the execution itself, not one of its steps.
-func isAgentRoot(s *otlpSpan) bool {
-	if s.parentID != "" {
-		return false
+// roleOf decides a span's role from its own attributes, name and kind.
+func roleOf(s *otlpSpan) spanRole {
+	sp := s.span
+	attrs := sp.Attributes()
+	if sp.Name() == otlpEffectName {
+		return roleEffect
 	}
-	op := str(s.span.Attributes(), "gen_ai.operation.name")
-	name := s.span.Name()
-	for _, root := range []string{"invoke_agent", "invoke_workflow"} {
-		if op == root || name == root || strings.HasPrefix(name, root+" ") {
+	for _, name := range otlpToolMarkers {
+		if hasAttr(attrs, name) {
+			return roleTool
+		}
+	}
+	if s.parentID == "" {
+		return roleRoot
+	}
+	op := str(attrs, "gen_ai.operation.name")
+	oi := strings.ToUpper(str(attrs, "openinference.span.kind"))
+	tl := strings.ToLower(str(attrs, "traceloop.span.kind"))
+	name := sp.Name()
+	switch {
+	case op == "execute_tool", oi == "TOOL", tl == "tool", name == "ai.toolCall", hasAttr(attrs, "ai.toolCall.name"):
+		return roleTool
+	case op == "chat", op == "text_completion", op == "generate_content", op == "embeddings",
+		oi == "LLM", oi == "EMBEDDING", isVercelModelCall(name, str(attrs, "ai.operationId")),
+		sp.Kind() == ptrace.SpanKindClient && hasAttr(attrs, "gen_ai.request.model"):
+		return roleModel
+	case sp.Kind() == ptrace.SpanKindClient && firstStr(attrs, otlpMethodAttrs...) != "":
+		return roleHTTP
+	}
+	return roleContext
+}
+
+// isVercelModelCall: the Vercel AI SDK names its provider calls
+// ai.<function>.do<Call>, such as ai.generateText.doGenerate.
+func isVercelModelCall(name, operationID string) bool {
+	for _, n := range []string{name, operationID} {
+		if !strings.HasPrefix(n, "ai.") {
+			continue
+		}
+		if _, call, ok := strings.Cut(strings.TrimPrefix(n, "ai."), "."); ok && strings.HasPrefix(call, "do") {
 			return true
 		}
 	}
 	return false
 }
 
-// spanEventID is the id of a span's execution or attempt event. A span
-// exported before it ended and again after gives two events, so that the
-// second completes what the first opened instead of being a duplicate.
+// agentName is the name a span gives its execution and where it came from,
+// for spans that describe the agent: an invoke_agent or invoke_workflow
+// span, an OpenInference AGENT or CHAIN span, an OpenLLMetry agent or
+// workflow, a Vercel AI SDK call with a function id.
+func agentName(s *otlpSpan) (name, source string) {
+	attrs := s.span.Attributes()
+	if v := firstStr(attrs, "gen_ai.agent.name", "gen_ai.workflow.name"); v != "" {
+		return v, "gen_ai.agent.name"
+	}
+	if v := str(attrs, "ai.telemetry.functionId"); v != "" && !isVercelModelCall(s.span.Name(), str(attrs, "ai.operationId")) {
+		return v, "ai.telemetry.functionId"
+	}
+	switch strings.ToLower(str(attrs, "traceloop.span.kind")) {
+	case "agent", "workflow":
+		if v := str(attrs, "traceloop.entity.name"); v != "" {
+			return v, "traceloop.entity.name"
+		}
+	}
+	if s.role == roleRoot {
+		return s.span.Name(), "span"
+	}
+	switch op := str(attrs, "gen_ai.operation.name"); {
+	case op == "invoke_agent", op == "invoke_workflow":
+		return s.span.Name(), "span"
+	}
+	return "", ""
+}
+
+// spanEventID is the id of a span's event. A span exported before it ended
+// and again after gives two events, so that the second completes what the
+// first opened instead of being a duplicate.
 func spanEventID(s *otlpSpan) string {
 	id := "otlp:" + s.traceID + ":" + s.spanID
 	if s.span.EndTimestamp() == 0 {
@@ -165,15 +265,11 @@ func spanEventID(s *otlpSpan) string {
 
 func executionEvent(s *otlpSpan, byID map[string]*otlpSpan) map[string]any {
 	sp := s.span
-	attrs := sp.Attributes()
-	name := firstStr(attrs, "gen_ai.agent.name", "gen_ai.workflow.name")
-	if name == "" {
-		name = sp.Name()
-	}
+	name, source := agentName(s)
 	ev := map[string]any{"type": "execution", "id": spanEventID(s), "execution_id": s.execution,
-		"name": name, "started_at": timestamp(sp.StartTimestamp())}
+		"name": name, "name_source": source, "started_at": timestamp(sp.StartTimestamp())}
 	if sp.EndTimestamp() != 0 {
-		ev["ended_at"] = timestamp(sp.EndTimestamp())
+		ev["ended_at"] = timestamp(max(sp.EndTimestamp(), sp.StartTimestamp()))
 		ev["status"] = "completed"
 		if sp.Status().Code() == ptrace.StatusCodeError {
 			ev["status"] = "failed"
@@ -187,23 +283,80 @@ func executionEvent(s *otlpSpan, byID map[string]*otlpSpan) map[string]any {
 	return ev
 }
 
-func attemptEvent(s *otlpSpan, byID map[string]*otlpSpan) map[string]any {
+// spanEvent keeps a model call, an HTTP client call or a context span.
+func spanEvent(s *otlpSpan) map[string]any {
+	sp := s.span
+	attrs := sp.Attributes()
+	role := map[spanRole]string{roleModel: "model", roleHTTP: "http"}[s.role]
+	if role == "" {
+		role = "context"
+	}
+	ev := map[string]any{"type": "span", "id": spanEventID(s), "execution_id": s.execution, "trace_id": s.traceID,
+		"span_id": s.spanID, "role": role, "name": sp.Name(), "started_at": timestamp(sp.StartTimestamp())}
+	if s.parentID != "" {
+		ev["parent_span_id"] = s.parentID
+	}
+	if sp.EndTimestamp() != 0 {
+		ev["ended_at"] = timestamp(max(sp.EndTimestamp(), sp.StartTimestamp()))
+		if sp.Status().Code() == ptrace.StatusCodeError {
+			_, msg := spanError(sp)
+			ev["error"] = cmp.Or(msg, "error")
+		}
+	}
+	switch s.role {
+	case roleModel:
+		if m := firstStr(attrs, otlpModelAttrs...); m != "" {
+			ev["model"] = m
+		}
+		if n := firstInt(attrs, otlpInTokenAttrs...); n > 0 {
+			ev["input_tokens"] = n
+		}
+		if n := firstInt(attrs, otlpOutTokenAttrs...); n > 0 {
+			ev["output_tokens"] = n
+		}
+	case roleHTTP:
+		ev["http_method"] = strings.ToUpper(firstStr(attrs, otlpMethodAttrs...))
+		if u := firstStr(attrs, otlpURLAttrs...); u != "" {
+			ev["http_url"] = u
+		}
+		if n := firstInt(attrs, otlpStatusAttrs...); n > 0 && n < 1000 {
+			ev["http_status"] = n
+		}
+		if k := str(attrs, "http.request.header.idempotency-key"); k != "" {
+			ev["idempotency_key"] = k
+		}
+	}
+	return ev
+}
+
+func attemptEvent(s *otlpSpan, classes ToolClasses) map[string]any {
 	sp := s.span
 	attrs := sp.Attributes()
 	tool := firstStr(attrs, otlpToolAttrs...)
+	if tool == "" && strings.EqualFold(str(attrs, "traceloop.span.kind"), "tool") {
+		tool = str(attrs, "traceloop.entity.name")
+	}
 	if tool == "" {
 		tool = sp.Name()
 	}
+	args, hasArgs := toolArgs(attrs)
 	ev := map[string]any{"type": "attempt", "id": spanEventID(s), "execution_id": s.execution,
-		"step_id": s.step, "attempt": s.attempt, "tool": tool, "started_at": timestamp(sp.StartTimestamp())}
-	if class := effectClass(attrs); class != "" {
+		"step_id": stepID(s, tool, args, hasArgs), "tool": tool, "trace_id": s.traceID, "span_id": s.spanID,
+		"started_at": timestamp(sp.StartTimestamp())}
+	switch {
+	case intAttr(attrs, "oncetrace.attempt") > 0:
+		ev["attempt"] = intAttr(attrs, "oncetrace.attempt")
+	case hasAttr(attrs, "http.request.resend_count"):
+		ev["attempt"] = intAttr(attrs, "http.request.resend_count") + 1
+	}
+	if class := effectClass(attrs, tool, classes); class != "" {
 		ev["effect"] = class
 	}
 	if p := str(attrs, "oncetrace.provider"); p != "" {
 		ev["provider"] = p
 	}
-	if v, ok := jsonAttr(attrs, otlpArgsAttrs...); ok {
-		ev["args"] = v
+	if hasArgs {
+		ev["args"] = args
 	}
 	if v, ok := jsonAttr(attrs, otlpResultAttrs...); ok {
 		ev["result"] = v
@@ -224,11 +377,9 @@ func attemptEvent(s *otlpSpan, byID map[string]*otlpSpan) map[string]any {
 	outcome := "ok"
 	if sp.Status().Code() == ptrace.StatusCodeError {
 		outcome = "error"
-		msg := sp.Status().Message()
-		if t := str(attrs, "error.type"); t != "" && msg != "" {
-			msg = t + ": " + msg
-		} else if t != "" {
-			msg = t
+		errType, msg := spanError(sp)
+		if isTimeout(errType) {
+			outcome = "timeout"
 		}
 		if msg != "" {
 			ev["error"] = msg
@@ -244,6 +395,130 @@ func attemptEvent(s *otlpSpan, byID map[string]*otlpSpan) map[string]any {
 	return ev
 }
 
+// stepID is the step a tool call is an attempt of: the one it names, else
+// one per tool name and canonical arguments within the execution (a model
+// retries with a new call id and the same arguments), else, with no
+// arguments to compare, one of its own named after its span.
+func stepID(s *otlpSpan, tool string, args any, hasArgs bool) string {
+	if id := firstStr(s.span.Attributes(), otlpStepAttrs...); id != "" {
+		return id
+	}
+	if !hasArgs {
+		// With no arguments to compare, a call id the framework reused is
+		// the only evidence that two spans are one call.
+		if callID := firstStr(s.span.Attributes(), otlpCallIDAttrs...); callID != "" {
+			return "call-" + callID
+		}
+		return "span-" + s.spanID
+	}
+	canon, err := canonicalArgs(args)
+	if err != nil {
+		return "span-" + s.spanID
+	}
+	sum := sha256.Sum256(append([]byte(tool+"\x00"), canon...))
+	return "tool-" + hex.EncodeToString(sum[:8])
+}
+
+// canonicalArgs is the arguments as the stored event holds them: sorted
+// keys and numbers as sent, whether they came as a JSON string (a
+// json.RawMessage keeps its key order) or as a decoded value.
+func canonicalArgs(args any) (json.RawMessage, error) {
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return canonicalJSON(v)
+}
+
+// toolArgs reads a tool call's arguments. OpenLLMetry wraps them as
+// {"args": [...], "kwargs": {...}}: the keyword arguments (or the one
+// positional argument) are what the tool was called with.
+func toolArgs(attrs pcommon.Map) (any, bool) {
+	v, ok := jsonAttr(attrs, otlpArgsAttrs...)
+	if !ok {
+		return nil, false
+	}
+	raw, isRaw := v.(json.RawMessage)
+	if !isRaw || firstStr(attrs, otlpArgsAttrs[:len(otlpArgsAttrs)-1]...) != "" {
+		return v, true
+	}
+	var wrapped struct {
+		Args   []json.RawMessage          `json:"args"`
+		Kwargs map[string]json.RawMessage `json:"kwargs"` // raw: numbers as sent
+	}
+	if json.Unmarshal(raw, &wrapped) != nil {
+		return v, true
+	}
+	switch {
+	case len(wrapped.Args) == 0 && wrapped.Kwargs != nil:
+		return wrapped.Kwargs, true
+	case len(wrapped.Args) == 1 && len(wrapped.Kwargs) == 0:
+		return wrapped.Args[0], true
+	}
+	return v, true
+}
+
+// spanError is a failed span's error type (from error.type, or the
+// exception.type of its exception event) and a message for humans.
+func spanError(sp ptrace.Span) (errType, msg string) {
+	attrs := sp.Attributes()
+	errType = errorName(firstStr(attrs, "error.type", "exception.type"), str(attrs, "exception.stacktrace"))
+	excMsg := str(attrs, "exception.message")
+	for _, e := range sp.Events().All() {
+		if e.Name() != "exception" {
+			continue
+		}
+		ea := e.Attributes()
+		errType = cmp.Or(errType, errorName(str(ea, "exception.type"), str(ea, "exception.stacktrace")))
+		excMsg = cmp.Or(excMsg, str(ea, "exception.message"))
+	}
+	msg = cmp.Or(sp.Status().Message(), excMsg)
+	switch {
+	case errType != "" && msg != "" && !strings.Contains(msg, errType):
+		msg = errType + ": " + msg
+	case msg == "":
+		msg = errType
+	}
+	return errType, msg
+}
+
+// domExceptionNames: OpenTelemetry JS records a DOMException's legacy
+// numeric code as its exception.type, so a fetch that timed out says "23".
+var domExceptionNames = map[string]string{"20": "AbortError", "23": "TimeoutError"}
+
+// errorName is an error's type as a name: a DOMException code by its name,
+// and a number nobody knows by the name its stack trace starts with
+// ("TimeoutError: The operation was aborted due to timeout").
+func errorName(errType, stack string) string {
+	if name, ok := domExceptionNames[errType]; ok {
+		return name
+	}
+	if _, err := strconv.Atoi(errType); err == nil || errType == "" {
+		first, _, _ := strings.Cut(stack, "\n")
+		if name, _, ok := strings.Cut(first, ":"); ok && name != "" && !strings.ContainsAny(name, " \t") {
+			return name
+		}
+	}
+	return errType
+}
+
+// isTimeout: the caller does not know what happened.
+func isTimeout(errType string) bool {
+	t := strings.ToLower(errType)
+	for _, w := range []string{"timeout", "timedout", "abort", "deadline"} {
+		if strings.Contains(t, w) {
+			return true
+		}
+	}
+	return false
+}
+
 func effectEvent(s *otlpSpan, byID map[string]*otlpSpan, attrs pcommon.Map, at pcommon.Timestamp, id string) (map[string]any, error) {
 	provider, effectID := str(attrs, "oncetrace.effect.provider"), str(attrs, "oncetrace.effect.id")
 	if provider == "" || effectID == "" {
@@ -256,77 +531,24 @@ func effectEvent(s *otlpSpan, byID map[string]*otlpSpan, attrs pcommon.Map, at p
 	if at != 0 {
 		ev["at"] = timestamp(at)
 	}
-	// The step is the one the effect's span belongs to: the span itself
-	// for a span event, its parent for an effect span.
-	owner := s
-	if s.span.Name() == otlpEffectName {
-		owner = byID[s.traceID+"/"+s.parentID]
+	// The effect came from the span it is an event of, or from the effect
+	// span's parent: its trace context joins it to the tool call above.
+	ev["trace_id"] = s.traceID
+	from := s.spanID
+	if s.role == roleEffect {
+		from = s.parentID
+	}
+	if from != "" {
+		ev["span_id"] = from
 	}
 	key := firstStr(attrs, otlpKeyAttrs...)
-	if owner != nil && !isAgentRoot(owner) && owner.step != "" {
-		ev["step_id"] = owner.step
-		if key == "" {
-			key = firstStr(owner.span.Attributes(), otlpKeyAttrs...)
-		}
+	if owner := byID[s.traceID+"/"+from]; owner != nil && owner.role == roleTool && key == "" {
+		key = firstStr(owner.span.Attributes(), otlpKeyAttrs...)
 	}
 	if key != "" {
 		ev["idempotency_key"] = key
 	}
 	return ev, nil
-}
-
-// assignSteps gives every span its step and attempt number.
-func assignSteps(spans []*otlpSpan) {
-	// Siblings of one name under one parent, by start time, give a span
-	// without a step id its ordinal.
-	siblings := map[string][]*otlpSpan{}
-	for _, s := range spans {
-		k := s.traceID + "/" + s.parentID + "/" + s.span.Name()
-		siblings[k] = append(siblings[k], s)
-	}
-	for _, group := range siblings {
-		sortByStart(group)
-		for i, s := range group {
-			if s.step = firstStr(s.span.Attributes(), otlpStepAttrs...); s.step == "" {
-				sum := sha256.Sum256([]byte(s.parentID + "\x00" + s.span.Name() + "\x00" + strconv.Itoa(i)))
-				s.step = "span-" + hex.EncodeToString(sum[:6])
-			}
-		}
-	}
-	// Attempts: sent, else resend count + 1, else rank among the spans of
-	// the same step by start time.
-	steps := map[string][]*otlpSpan{}
-	for _, s := range spans {
-		if s.span.Name() == otlpEffectName || isAgentRoot(s) {
-			continue // not attempts: they must not shift the attempts' ranks
-		}
-		k := s.execution + "/" + s.step
-		steps[k] = append(steps[k], s)
-	}
-	for _, group := range steps {
-		sortByStart(group)
-		for i, s := range group {
-			attrs := s.span.Attributes()
-			switch {
-			case intAttr(attrs, "oncetrace.attempt") > 0:
-				s.attempt = int(intAttr(attrs, "oncetrace.attempt"))
-			case hasAttr(attrs, "http.request.resend_count"):
-				s.attempt = int(intAttr(attrs, "http.request.resend_count")) + 1
-			default:
-				s.attempt = i + 1
-			}
-		}
-	}
-}
-
-func sortByStart(group []*otlpSpan) {
-	sort.SliceStable(group, func(i, j int) bool {
-		a, b := group[i].span.StartTimestamp(), group[j].span.StartTimestamp()
-		if a != b {
-			return a < b
-		}
-		return group[i].spanID < group[j].spanID
-	})
 }
 
 // inherited looks for the attributes on the span, then on its ancestors in
@@ -344,16 +566,17 @@ func inherited(s *otlpSpan, byID map[string]*otlpSpan, names []string) string {
 	return firstStr(s.resource, names...)
 }
 
-func effectClass(attrs pcommon.Map) string {
+// effectClass is the tool's class: oncetrace.effect, else the class its
+// name is configured with, else unknown (nobody classified it).
+func effectClass(attrs pcommon.Map, tool string, classes ToolClasses) string {
 	switch c := str(attrs, "oncetrace.effect"); c {
 	case "read", "write", "unsafe":
 		return c
 	}
-	switch strings.ToUpper(str(attrs, "http.request.method")) {
-	case "GET", "HEAD":
-		return "read"
+	if c := classes.Classify(tool); c != "" {
+		return string(c)
 	}
-	return ""
+	return string(trace.EffectUnknown)
 }
 
 func worker(resource pcommon.Map) string {
@@ -394,6 +617,15 @@ func firstStr(m pcommon.Map, names ...string) string {
 		}
 	}
 	return ""
+}
+
+func firstInt(m pcommon.Map, names ...string) int64 {
+	for _, n := range names {
+		if hasAttr(m, n) {
+			return intAttr(m, n)
+		}
+	}
+	return 0
 }
 
 func hasAttr(m pcommon.Map, name string) bool { _, ok := m.Get(name); return ok }

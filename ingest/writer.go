@@ -292,6 +292,8 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 	var steps []store.StepRef
 	checkedProviders := map[string]bool{}
 	changedSteps := map[string]map[string]bool{} // execution -> steps whose attempts changed
+	var renumber []store.StepRef                 // steps with an attempt identified by its span
+	traces := map[string]bool{}                  // traces an effect of this commit came from
 	ensured := map[string]bool{}
 	// ensure creates an execution an attempt or effect names, once a commit.
 	ensure := func(id string) error {
@@ -342,7 +344,7 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 				if k := ev.Effect.IdempotencyKey; k != "" {
 					keys[k] = true
 				}
-				if x := ev.Effect.ExecutionID; x != "" {
+				if x := ev.Effect.Owner(); x != "" {
 					if err := ensure(x); err != nil {
 						return out, err
 					}
@@ -365,6 +367,9 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 			if err := tx.PutAttempt(a); err != nil {
 				return out, err
 			}
+			if a.Number == 0 {
+				renumber = append(renumber, store.StepRef{ExecutionID: a.ExecutionID, StepID: a.StepID})
+			}
 			executions[a.ExecutionID] = true
 			steps = append(steps, store.StepRef{ExecutionID: a.ExecutionID, StepID: a.StepID})
 			if changedSteps[a.ExecutionID] == nil {
@@ -374,6 +379,15 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 			if a.IdempotencyKey != "" {
 				keys[a.IdempotencyKey] = true
 			}
+		case trace.EventSpan:
+			sp := trace.FoldSpan(events)
+			if err := ensure(sp.ExecutionID); err != nil {
+				return out, err
+			}
+			if err := tx.PutSpan(sp); err != nil {
+				return out, err
+			}
+			executions[sp.ExecutionID] = true
 		case trace.EventEffect:
 			f := trace.FoldEffect(events)
 			if !known[f.Provider] && !checkedProviders[f.Provider] {
@@ -387,11 +401,14 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 					out.newlyFed = append(out.newlyFed, f.Provider)
 				}
 			}
-			if f.ExecutionID != "" {
-				if err := ensure(f.ExecutionID); err != nil {
+			if owner := f.Owner(); owner != "" {
+				if err := ensure(owner); err != nil {
 					return out, err
 				}
-				executions[f.ExecutionID] = true
+				executions[owner] = true
+			}
+			if f.TraceID != "" {
+				traces[f.TraceID] = true
 			}
 			if err := tx.PutEffect(f); err != nil {
 				return out, err
@@ -403,7 +420,22 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 		}
 	}
 
+	seenSteps := map[store.StepRef]bool{}
+	for _, ref := range renumber {
+		if seenSteps[ref] {
+			continue
+		}
+		seenSteps[ref] = true
+		if err := tx.RenumberStep(ref.ExecutionID, ref.StepID); err != nil {
+			return out, err
+		}
+	}
+
 	keyList := setList(keys)
+	traceExecutions, err := tx.ExecutionsOfTraces(setList(traces))
+	if err != nil {
+		return out, err
+	}
 	orphanExecutions, err := tx.RecheckOrphans(effectRefs, keyList, steps)
 	if err != nil {
 		return out, err
@@ -416,7 +448,7 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 	if err != nil {
 		return out, err
 	}
-	for _, list := range [][]string{orphanExecutions, keyExecutions, providerExecutions} {
+	for _, list := range [][]string{orphanExecutions, keyExecutions, providerExecutions, traceExecutions} {
 		for _, id := range list {
 			executions[id] = true
 		}
@@ -453,7 +485,7 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 		}
 		findings := trace.AuditRun(run, cfg)
 		err = tx.SaveAnalysis(store.Analysis{Run: run, Findings: findings, Before: before, States: runStates,
-			Counts: run.Counts(), Steps: changedSteps[run.Execution.ID]})
+			Counts: run.Counts(), Steps: changedSteps[run.Execution.ID], State: trace.Judge(run, findings).State})
 		if err != nil {
 			return out, err
 		}
@@ -503,8 +535,8 @@ func ownerEffectStates(tx *store.Tx, runs []trace.Run, fed map[string]bool) (map
 		loaded[run.Execution.ID] = true
 		merge(run)
 		for _, f := range run.Effects {
-			if f.ExecutionID != "" {
-				owners[f.ExecutionID] = true
+			if owner := f.Owner(); owner != "" {
+				owners[owner] = true
 			}
 			if f.IdempotencyKey != "" {
 				keys[f.IdempotencyKey] = true

@@ -16,13 +16,15 @@ import (
 type ExecutionSummary struct {
 	trace.Execution
 	trace.Counts
-	Findings         int `json:"findings"`
-	CriticalFindings int `json:"critical_findings"`
+	Findings         int              `json:"findings"`
+	CriticalFindings int              `json:"critical_findings"`
+	AuditState       trace.AuditState `json:"audit_state,omitempty"`
 }
 
 // ExecutionFilter selects executions. Zero values select everything.
 type ExecutionFilter struct {
 	Status      trace.Status
+	AuditState  trace.AuditState
 	Name        string
 	HasFindings *bool
 	Q           string    // an execution id (or its prefix), a step id, or an idempotency key
@@ -45,6 +47,9 @@ func (db *DB) ListExecutions(ctx context.Context, f ExecutionFilter) ([]Executio
 	var args []any
 	if f.Status != "" {
 		where, args = append(where, "status = ?"), append(args, string(f.Status))
+	}
+	if f.AuditState != "" {
+		where, args = append(where, "audit_state = ?"), append(args, string(f.AuditState))
 	}
 	if f.Name != "" {
 		where, args = append(where, "name = ?"), append(args, f.Name)
@@ -76,7 +81,7 @@ func (db *DB) ListExecutions(ctx context.Context, f ExecutionFilter) ([]Executio
 		where = append(where, "(sort_at < ? OR (sort_at = ? AND execution_id < ?))")
 		args = append(args, at, at, id)
 	}
-	query := `SELECT ` + executionColumns + `, sort_at, steps, attempts, retries, dedupes, replays, effects, findings, critical_findings
+	query := `SELECT ` + executionColumns + `, sort_at, steps, attempts, retries, dedupes, replays, effects, findings, critical_findings, audit_state
 		FROM executions`
 	if len(where) > 0 {
 		query += " WHERE " + strings.Join(where, " AND ")
@@ -93,7 +98,7 @@ func (db *DB) ListExecutions(ctx context.Context, f ExecutionFilter) ([]Executio
 	for rows.Next() {
 		var s ExecutionSummary
 		var sortAt int64
-		x, err := scanExecution(rows, &sortAt, &s.Steps, &s.Attempts, &s.Retries, &s.Dedupes, &s.Replays, &s.Effects, &s.Findings, &s.CriticalFindings)
+		x, err := scanExecution(rows, &sortAt, &s.Steps, &s.Attempts, &s.Retries, &s.Dedupes, &s.Replays, &s.Effects, &s.Findings, &s.CriticalFindings, &s.AuditState)
 		if err != nil {
 			return nil, "", fmt.Errorf("store: list executions: %w", err)
 		}
@@ -306,6 +311,25 @@ func decodeEffectCursor(c string) ([]any, error) {
 		return nil, ErrBadCursor
 	}
 	return []any{rank, parts[1], at, parts[3]}, nil
+}
+
+// OrphanEffectsBetween returns up to limit orphan effects whose time falls
+// in [from, to], by time: what an unverified execution may have caused
+// without saying so.
+func (db *DB) OrphanEffectsBetween(ctx context.Context, from, to time.Time, limit int) ([]trace.Effect, error) {
+	if from.IsZero() || to.IsZero() {
+		return nil, nil
+	}
+	rows, err := db.read.QueryContext(ctx, `SELECT `+effectColumns+` FROM effects WHERE state = 'orphan' AND at BETWEEN ? AND ?
+		ORDER BY at, provider, effect_id LIMIT ?`, from.UnixNano(), to.UnixNano(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: orphans between: %w", err)
+	}
+	out, err := scanEffects(rows)
+	if err != nil {
+		return nil, fmt.Errorf("store: orphans between: %w", err)
+	}
+	return out, nil
 }
 
 // ExportEvents calls fn with every stored event body in sequence order.

@@ -35,7 +35,7 @@ func scanExecution(row interface{ Scan(...any) error }, extra ...any) (trace.Exe
 }
 
 const attemptColumns = `execution_id, step_id, attempt, tool, effect, provider, outcome, deduplicated, idempotency_key,
-	worker, started_at, ended_at, args, result, error, conflicts`
+	worker, started_at, ended_at, args, result, error, conflicts, trace_id, span_id`
 
 func scanAttempts(rows *sql.Rows) ([]trace.Attempt, error) {
 	defer rows.Close()
@@ -46,7 +46,7 @@ func scanAttempts(rows *sql.Rows) ([]trace.Attempt, error) {
 		var dedup int
 		var args, result, conflictText string
 		if err := rows.Scan(&a.ExecutionID, &a.StepID, &a.Number, &a.Tool, &a.Effect, &a.Provider, &a.Outcome, &dedup,
-			&a.IdempotencyKey, &a.Worker, &started, &ended, &args, &result, &a.Error, &conflictText); err != nil {
+			&a.IdempotencyKey, &a.Worker, &started, &ended, &args, &result, &a.Error, &conflictText, &a.TraceID, &a.SpanID); err != nil {
 			return nil, err
 		}
 		a.Deduplicated = dedup == 1
@@ -57,13 +57,14 @@ func scanAttempts(rows *sql.Rows) ([]trace.Attempt, error) {
 	return out, rows.Err()
 }
 
-const effectColumns = `provider, effect_id, idempotency_key, execution_id, step_id, target, at, conflicts`
+const effectColumns = `provider, effect_id, idempotency_key, execution_id, step_id, target, at, conflicts, trace_id, span_id`
 
 func scanEffect(row interface{ Scan(...any) error }, extra ...any) (trace.Effect, error) {
 	var f trace.Effect
 	var at sql.NullInt64
 	var conflictText string
-	dest := append([]any{&f.Provider, &f.ID, &f.IdempotencyKey, &f.ExecutionID, &f.StepID, &f.Target, &at, &conflictText}, extra...)
+	dest := append([]any{&f.Provider, &f.ID, &f.IdempotencyKey, &f.ExecutionID, &f.StepID, &f.Target, &at, &conflictText,
+		&f.TraceID, &f.SpanID}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return f, err
 	}
@@ -105,9 +106,22 @@ func loadRun(ctx context.Context, q querier, id string, fed map[string]bool) (tr
 	}
 	run.Steps = groupSteps(attempts)
 
+	rows, err = q.QueryContext(ctx, `SELECT `+spanColumns+` FROM spans WHERE execution_id = ? ORDER BY started_at, span_id`, id)
+	if err != nil {
+		return run, fmt.Errorf("store: load spans of %s: %w", id, err)
+	}
+	if run.Spans, err = scanSpans(rows); err != nil {
+		return run, fmt.Errorf("store: load spans of %s: %w", id, err)
+	}
+
+	// The run's effects: those naming it, those carrying a key it sent, and
+	// those whose trace context is one of its traces (the execution id is
+	// the trace id unless the spans said otherwise).
 	keys := attemptKeys(attempts)
 	rows, err = q.QueryContext(ctx, `SELECT `+effectColumns+` FROM effects WHERE execution_id = ?
-		UNION SELECT `+effectColumns+` FROM effects WHERE idempotency_key IN `+inList+` ORDER BY at, provider, effect_id`, id, jsonList(keys))
+		UNION SELECT `+effectColumns+` FROM effects WHERE idempotency_key IN `+inList+`
+		UNION SELECT `+effectColumns+` FROM effects WHERE trace_id IN `+inList+` ORDER BY at, provider, effect_id`,
+		id, jsonList(keys), jsonList(runTraces(id, attempts, run.Spans)))
 	if err != nil {
 		return run, fmt.Errorf("store: load effects of %s: %w", id, err)
 	}
@@ -166,6 +180,45 @@ func firstStart(s trace.Step) (t time.Time) {
 		}
 	}
 	return t
+}
+
+// runTraces are the trace ids an execution's spans came from, and its own
+// id, which is the trace id of an execution no oncetrace.execution.id named.
+func runTraces(id string, attempts []trace.Attempt, spans []trace.Span) []string {
+	set := map[string]bool{id: true}
+	for _, a := range attempts {
+		if a.TraceID != "" {
+			set[a.TraceID] = true
+		}
+	}
+	for _, s := range spans {
+		set[s.TraceID] = true
+	}
+	out := make([]string, 0, len(set))
+	for t := range set {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}
+
+const spanColumns = `trace_id, span_id, execution_id, parent_span_id, role, name, started_at, ended_at, error, model,
+	input_tokens, output_tokens, http_method, http_url, http_status, idempotency_key`
+
+func scanSpans(rows *sql.Rows) ([]trace.Span, error) {
+	defer rows.Close()
+	var out []trace.Span
+	for rows.Next() {
+		var s trace.Span
+		var started, ended sql.NullInt64
+		if err := rows.Scan(&s.TraceID, &s.SpanID, &s.ExecutionID, &s.ParentSpanID, &s.Role, &s.Name, &started, &ended, &s.Error,
+			&s.Model, &s.InputTokens, &s.OutputTokens, &s.HTTPMethod, &s.HTTPURL, &s.HTTPStatus, &s.IdempotencyKey); err != nil {
+			return nil, err
+		}
+		s.StartedAt, s.EndedAt = fromNanos(started), fromNanos(ended)
+		out = append(out, s)
+	}
+	return out, rows.Err()
 }
 
 func attemptKeys(attempts []trace.Attempt) []string {

@@ -50,5 +50,12 @@ func (db *DB) World(ctx context.Context) (trace.World, error) {
 	if w.Effects, err = scanEffects(rows); err != nil {
 		return w, fmt.Errorf("store: world: %w", err)
 	}
+	rows, err = db.read.QueryContext(ctx, `SELECT `+spanColumns+` FROM spans ORDER BY trace_id, span_id`)
+	if err != nil {
+		return w, fmt.Errorf("store: world: %w", err)
+	}
+	if w.Spans, err = scanSpans(rows); err != nil {
+		return w, fmt.Errorf("store: world: %w", err)
+	}
 	return w, nil
 }

@@ -5,7 +5,9 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/oncetrace/oncetrace/trace"
@@ -167,24 +169,118 @@ func (t *Tx) EnsureExecution(id string) error {
 	return nil
 }
 
-// PutAttempt stores an attempt's folded fields.
+// PutAttempt stores an attempt's folded fields. An attempt identified by
+// its span (Number 0) keeps the number its row has, or gets a placeholder
+// below every number in use; RenumberStep then gives it its rank.
 func (t *Tx) PutAttempt(a trace.Attempt) error {
-	err := t.exec(`INSERT OR REPLACE INTO attempts (`+attemptColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	derived := a.Number == 0
+	if derived {
+		err := t.QueryRowContext(t.ctx, `SELECT attempt FROM attempts WHERE execution_id = ? AND step_id = ? AND trace_id = ? AND span_id = ?
+			AND derived_number = 1`, a.ExecutionID, a.StepID, a.TraceID, a.SpanID).Scan(&a.Number)
+		if errors.Is(err, sql.ErrNoRows) {
+			err = t.QueryRowContext(t.ctx, `SELECT min(coalesce(min(attempt), 0), 0) - 1 FROM attempts WHERE execution_id = ? AND step_id = ?`,
+				a.ExecutionID, a.StepID).Scan(&a.Number)
+		}
+		if err != nil {
+			return fmt.Errorf("store: put attempt %s/%s span %s: %w", a.ExecutionID, a.StepID, a.SpanID, err)
+		}
+	}
+	err := t.exec(`INSERT OR REPLACE INTO attempts (`+attemptColumns+`, derived_number) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		a.ExecutionID, a.StepID, a.Number, a.Tool, string(a.Effect), a.Provider, string(a.Outcome), boolInt(a.Deduplicated),
-		a.IdempotencyKey, a.Worker, nanos(a.StartedAt), nanos(a.EndedAt), jsonText(a.Args), jsonText(a.Result), a.Error, jsonText(a.Conflicts))
+		a.IdempotencyKey, a.Worker, nanos(a.StartedAt), nanos(a.EndedAt), jsonText(a.Args), jsonText(a.Result), a.Error, jsonText(a.Conflicts),
+		a.TraceID, a.SpanID, boolInt(derived))
 	if err != nil {
 		return fmt.Errorf("store: put attempt %s/%s/%d: %w", a.ExecutionID, a.StepID, a.Number, err)
 	}
 	return nil
 }
 
+// renumberOffset keeps the temporary numbers of a renumbering clear of
+// every real number and placeholder.
+const renumberOffset = 1_000_000_000
+
+// RenumberStep gives a step's span-identified attempts their numbers, as
+// trace.NumberSpanAttempts decides them from the whole step.
+func (t *Tx) RenumberStep(executionID, stepID string) error {
+	rows, err := t.QueryContext(t.ctx, `SELECT attempt, trace_id, span_id, started_at, derived_number FROM attempts
+		WHERE execution_id = ? AND step_id = ?`, executionID, stepID)
+	if err != nil {
+		return fmt.Errorf("store: renumber %s/%s: %w", executionID, stepID, err)
+	}
+	var sent []int
+	var bySpan []trace.Attempt
+	current := map[string]int{}
+	for rows.Next() {
+		var a trace.Attempt
+		var started sql.NullInt64
+		var derived int
+		if err := rows.Scan(&a.Number, &a.TraceID, &a.SpanID, &started, &derived); err != nil {
+			rows.Close()
+			return fmt.Errorf("store: renumber %s/%s: %w", executionID, stepID, err)
+		}
+		if derived == 0 {
+			sent = append(sent, a.Number)
+			continue
+		}
+		a.StartedAt = fromNanos(started)
+		bySpan = append(bySpan, a)
+		current[a.TraceID+"/"+a.SpanID] = a.Number
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("store: renumber %s/%s: %w", executionID, stepID, err)
+	}
+	moved := false
+	for span, n := range trace.NumberSpanAttempts(sent, bySpan) {
+		if current[span] == n {
+			continue
+		}
+		moved = true
+		traceID, spanID, _ := strings.Cut(span, "/")
+		// Two passes, so that no row ever takes a number another still holds.
+		if err := t.exec(`UPDATE attempts SET attempt = ? WHERE execution_id = ? AND step_id = ? AND trace_id = ? AND span_id = ?
+			AND derived_number = 1`, -renumberOffset-n, executionID, stepID, traceID, spanID); err != nil {
+			return fmt.Errorf("store: renumber %s/%s: %w", executionID, stepID, err)
+		}
+	}
+	if !moved {
+		return nil
+	}
+	if err := t.exec(`UPDATE attempts SET attempt = -attempt - ? WHERE execution_id = ? AND step_id = ? AND attempt <= ?`,
+		renumberOffset, executionID, stepID, -renumberOffset); err != nil {
+		return fmt.Errorf("store: renumber %s/%s: %w", executionID, stepID, err)
+	}
+	return nil
+}
+
+// PutSpan stores a span's folded fields.
+func (t *Tx) PutSpan(s trace.Span) error {
+	err := t.exec(`INSERT OR REPLACE INTO spans (`+spanColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		s.TraceID, s.SpanID, s.ExecutionID, s.ParentSpanID, string(s.Role), s.Name, nanos(s.StartedAt), nanos(s.EndedAt), s.Error,
+		s.Model, s.InputTokens, s.OutputTokens, s.HTTPMethod, s.HTTPURL, s.HTTPStatus, s.IdempotencyKey)
+	if err != nil {
+		return fmt.Errorf("store: put span %s/%s: %w", s.TraceID, s.SpanID, err)
+	}
+	return nil
+}
+
+// ExecutionsOfTraces returns the executions whose attempts or spans came
+// from one of the traces.
+func (t *Tx) ExecutionsOfTraces(traces []string) ([]string, error) {
+	if len(traces) == 0 {
+		return nil, nil
+	}
+	return t.strings(`SELECT execution_id FROM attempts WHERE trace_id IN `+inList+`
+		UNION SELECT execution_id FROM spans WHERE trace_id IN `+inList, jsonList(traces), jsonList(traces))
+}
+
 // PutEffect stores an effect's folded fields, keeping its match state.
 func (t *Tx) PutEffect(f trace.Effect) error {
-	err := t.exec(`INSERT INTO effects (`+effectColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+	err := t.exec(`INSERT INTO effects (`+effectColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (provider, effect_id) DO UPDATE SET idempotency_key = excluded.idempotency_key,
 			execution_id = excluded.execution_id, step_id = excluded.step_id, target = excluded.target,
-			at = excluded.at, conflicts = excluded.conflicts`,
-		f.Provider, f.ID, f.IdempotencyKey, f.ExecutionID, f.StepID, f.Target, nanos(f.At), jsonText(f.Conflicts))
+			at = excluded.at, conflicts = excluded.conflicts, trace_id = excluded.trace_id, span_id = excluded.span_id`,
+		f.Provider, f.ID, f.IdempotencyKey, f.ExecutionID, f.StepID, f.Target, nanos(f.At), jsonText(f.Conflicts), f.TraceID, f.SpanID)
 	if err != nil {
 		return fmt.Errorf("store: put effect %s/%s: %w", f.Provider, f.ID, err)
 	}
@@ -309,9 +405,11 @@ func (t *Tx) RecheckOrphans(effects []trace.EffectRef, keys []string, steps []St
 			return nil, fmt.Errorf("store: recheck effect %s/%s: %w", r.Provider, r.ID, err)
 		}
 		var matched int
-		err = t.QueryRowContext(t.ctx, `SELECT EXISTS (SELECT 1 FROM attempts WHERE ? != '' AND idempotency_key = ?)
+		// An effect with a trace context belongs to its trace's execution
+		// whether or not a tool call of it arrived: never an orphan of no one.
+		err = t.QueryRowContext(t.ctx, `SELECT ? != '' OR EXISTS (SELECT 1 FROM attempts WHERE ? != '' AND idempotency_key = ?)
 			OR EXISTS (SELECT 1 FROM attempts WHERE execution_id = ? AND step_id = ?)`,
-			f.IdempotencyKey, f.IdempotencyKey, f.ExecutionID, f.StepID).Scan(&matched)
+			f.TraceID, f.IdempotencyKey, f.IdempotencyKey, f.ExecutionID, f.StepID).Scan(&matched)
 		if err != nil {
 			return nil, fmt.Errorf("store: recheck effect %s/%s: %w", r.Provider, r.ID, err)
 		}
@@ -331,8 +429,8 @@ func (t *Tx) RecheckOrphans(effects []trace.EffectRef, keys []string, steps []St
 			string(state), r.Provider, r.ID, string(state)); err != nil {
 			return nil, fmt.Errorf("store: recheck effect %s/%s: %w", r.Provider, r.ID, err)
 		}
-		if f.ExecutionID != "" {
-			touched = append(touched, f.ExecutionID)
+		if owner := f.Owner(); owner != "" {
+			touched = append(touched, owner)
 		}
 	}
 	return touched, nil
@@ -391,6 +489,7 @@ type Analysis struct {
 	Before   []trace.Finding // as RunFindings returned them before
 	States   map[trace.EffectRef]trace.MatchState
 	Counts   trace.Counts
+	State    trace.AuditState
 	// Steps whose attempts changed in this commit; only their rows are
 	// rewritten, the others are as their attempts left them.
 	Steps map[string]bool
@@ -429,10 +528,10 @@ func (t *Tx) SaveAnalysis(a Analysis) error {
 	}
 	counts := a.Counts
 	err := t.exec(`UPDATE executions SET sort_at = ?, steps = ?, attempts = ?, retries = ?, dedupes = ?, replays = ?, effects = ?,
-			findings = (SELECT count(*) FROM findings WHERE execution_id = ?),
+			audit_state = ?, findings = (SELECT count(*) FROM findings WHERE execution_id = ?),
 			critical_findings = (SELECT count(*) FROM findings WHERE execution_id = ? AND severity = 'critical')
 		WHERE execution_id = ?`,
-		sortTime(run), counts.Steps, counts.Attempts, counts.Retries, counts.Dedupes, counts.Replays, counts.Effects, id, id, id)
+		sortTime(run), counts.Steps, counts.Attempts, counts.Retries, counts.Dedupes, counts.Replays, counts.Effects, string(a.State), id, id, id)
 	if err != nil {
 		return fmt.Errorf("store: save counts of %s: %w", id, err)
 	}

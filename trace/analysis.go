@@ -51,4 +51,5 @@ type World struct {
 	Executions []Execution
 	Steps      []Step // every step of every execution, attempts filled
 	Effects    []Effect
+	Spans      []Span // model calls, HTTP client calls and context spans
 }

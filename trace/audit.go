@@ -23,19 +23,27 @@ const (
 	RuleKeyCollision         Rule = "key_collision"
 	RuleRetryBeyondRetention Rule = "retry_beyond_retention"
 	RuleUnsafeRetried        Rule = "unsafe_retried"
+	// RuleKeySharedAcrossExecutions: two executions sent one key to one
+	// provider, so the key is not scoped to the run.
+	RuleKeySharedAcrossExecutions Rule = "key_shared_across_executions"
+	// RuleSuppressedAsRepeat: a deduplicated answer whose only effect
+	// belongs to another execution; this run's intent never happened.
+	RuleSuppressedAsRepeat Rule = "suppressed_as_repeat"
 )
 
 // Severities gives each rule its severity.
 var Severities = map[Rule]Severity{
-	RuleDuplicateEffect:      SeverityCritical,
-	RuleReexecutedAfterCrash: SeverityCritical,
-	RuleOrphanEffect:         SeverityWarning,
-	RuleMissingEffect:        SeverityWarning,
-	RuleUnkeyedRetry:         SeverityWarning,
-	RuleUnstableKey:          SeverityCritical,
-	RuleKeyCollision:         SeverityCritical,
-	RuleRetryBeyondRetention: SeverityWarning,
-	RuleUnsafeRetried:        SeverityCritical,
+	RuleDuplicateEffect:           SeverityCritical,
+	RuleReexecutedAfterCrash:      SeverityCritical,
+	RuleOrphanEffect:              SeverityWarning,
+	RuleMissingEffect:             SeverityWarning,
+	RuleUnkeyedRetry:              SeverityWarning,
+	RuleUnstableKey:               SeverityCritical,
+	RuleKeyCollision:              SeverityCritical,
+	RuleRetryBeyondRetention:      SeverityWarning,
+	RuleUnsafeRetried:             SeverityCritical,
+	RuleKeySharedAcrossExecutions: SeverityWarning,
+	RuleSuppressedAsRepeat:        SeverityCritical,
 }
 
 // EffectRef identifies an effect.

@@ -9,14 +9,59 @@ import (
 func (e Effect) Ref() EffectRef { return EffectRef{Provider: e.Provider, ID: e.ID} }
 
 // EffectMatchesAttempt reports whether the effect could have been caused by
-// the attempt: it arrived with the key the attempt sent, or it names the
-// attempt's execution and step. The attempt's ExecutionID and StepID must be
-// set (World.Runs sets them).
+// the attempt: it arrived at the attempt's provider with the key the
+// attempt sent (sentKey), or it names the attempt's execution and step. The
+// attempt's ExecutionID and StepID must be set (World.Runs sets them).
 func EffectMatchesAttempt(e Effect, a Attempt) bool {
-	if e.IdempotencyKey != "" && e.IdempotencyKey == a.IdempotencyKey {
+	if sentKey(a, e.IdempotencyKey, e.Provider) {
 		return true
 	}
 	return e.ExecutionID != "" && e.StepID != "" && e.ExecutionID == a.ExecutionID && e.StepID == a.StepID
+}
+
+// sentKey reports whether attempt a sent key k to provider p: the keys are
+// equal and, when both sides name a provider, so are the providers. A
+// receiving API keeps its own keys, so the same key at another provider is
+// another request.
+func sentKey(a Attempt, k, p string) bool {
+	return k != "" && a.IdempotencyKey == k && sameProvider(a.Provider, p)
+}
+
+// sameProvider reports whether two provider names can be the same API: an
+// empty name matches any.
+func sameProvider(a, b string) bool {
+	return a == "" || b == "" || a == b
+}
+
+// ownedByPeer reports whether e belongs to another execution than r's: it
+// names an execution whose attempts, among r.Peers, sent its key (sentKey).
+// Such an effect is that execution's alone; r may have sent the same key,
+// but it sees the effect only on its key page, never as its steps' effect.
+func ownedByPeer(r Run, e Effect) bool {
+	if e.ExecutionID == "" || e.ExecutionID == r.Execution.ID || e.IdempotencyKey == "" {
+		return false
+	}
+	for _, p := range r.Peers {
+		if p.ExecutionID == e.ExecutionID && sentKey(p, e.IdempotencyKey, e.Provider) {
+			return true
+		}
+	}
+	return false
+}
+
+// keySenders are the ids among ids of the steps whose attempts sent e's key
+// to e's provider, in step order.
+func keySenders(steps []Step, ids []string, e Effect) []string {
+	var out []string
+	for _, s := range steps {
+		if !slices.Contains(ids, s.ID) || slices.Contains(out, s.ID) {
+			continue
+		}
+		if slices.ContainsFunc(s.Attempts, func(a Attempt) bool { return sentKey(a, e.IdempotencyKey, e.Provider) }) {
+			out = append(out, s.ID)
+		}
+	}
+	return out
 }
 
 // StepEffects maps each step id to the effects of r.Effects that belong to
@@ -108,16 +153,23 @@ func (ix effectIndex) step(e Effect) (string, bool) {
 	return ix.keyedOrNamedStep(e)
 }
 
-// keyedOrNamedStep is the step whose attempts sent e's key, else the step e
-// names when it names this execution.
+// keyedOrNamedStep is the step whose attempts sent e's key to e's provider,
+// else the step e names when it names this execution. An effect naming
+// another execution that sent the same key belongs to that execution only
+// (ownedByPeer), so it is no step's here.
 func (ix effectIndex) keyedOrNamedStep(e Effect) (string, bool) {
 	namesRun := e.ExecutionID != "" && e.ExecutionID == ix.run.Execution.ID
 	if ids := ix.keySteps[e.IdempotencyKey]; e.IdempotencyKey != "" && len(ids) > 0 {
-		// When steps collide on a key, the step the effect names is the better guess.
-		if namesRun && slices.Contains(ids, e.StepID) {
-			return e.StepID, true
+		if ownedByPeer(ix.run, e) {
+			return "", false
 		}
-		return ids[0], true
+		if ids = keySenders(ix.run.Steps, ids, e); len(ids) > 0 {
+			// When steps collide on a key, the step the effect names is the better guess.
+			if namesRun && slices.Contains(ids, e.StepID) {
+				return e.StepID, true
+			}
+			return ids[0], true
+		}
 	}
 	if namesRun && ix.steps[e.StepID] {
 		return e.StepID, true

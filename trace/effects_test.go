@@ -105,3 +105,73 @@ func TestEffectMatchesAttempt(t *testing.T) {
 		t.Errorf("empty effect against empty attempt: got %v, want false", got)
 	}
 }
+
+func TestEffectMatchesAttemptWithinOneProvider(t *testing.T) {
+	tests := []struct {
+		name            string
+		attempt, effect string // the providers each names
+		namesTheStep    bool
+		want            bool
+	}{
+		{"same provider", "mail-api", "mail-api", false, true},
+		{"attempt names no provider", "", "mail-api", false, true},
+		{"effect names no provider", "mail-api", "", false, true},
+		{"another provider", "mail-api", "crm", false, false},
+		{"another provider, but naming the step", "mail-api", "crm", true, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := Attempt{ExecutionID: "exec_1", StepID: "s1", Number: 1, IdempotencyKey: "ik_1", Provider: tt.attempt}
+			e := Effect{Provider: tt.effect, ID: "m1", IdempotencyKey: "ik_1"}
+			if tt.namesTheStep {
+				e.ExecutionID, e.StepID = "exec_1", "s1"
+			}
+			if got := EffectMatchesAttempt(e, a); got != tt.want {
+				t.Errorf("got %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestStepEffectsScopesKeysByProvider(t *testing.T) {
+	r := run(
+		step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeOK, key("ik_1"), provider("mail-api"))),
+		step("s2", "create", EffectWrite, try(1, 2, 3, OutcomeOK, key("ik_1"), provider("crm"))),
+	).with(
+		effect("m1", "ik_1", "", 1),                        // mail-api: s1's
+		effect("c1", "ik_1", "", 3).atProvider("crm"),      // crm: s2's, though s1 sent the key first
+		effect("p1", "ik_1", "", 4).atProvider("payments"), // neither sent the key there
+	)
+	got := map[string][]string{}
+	for stepID, es := range r.StepEffects() {
+		for _, e := range es {
+			got[stepID] = append(got[stepID], e.Provider+" "+e.ID)
+		}
+	}
+	want := map[string][]string{"s1": {"mail-api m1"}, "s2": {"crm c1"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+}
+
+// TestStepEffectsLeavesAPeersEffectToIt: an effect naming another execution
+// that sent the same key is that execution's, not this run's step's.
+func TestStepEffectsLeavesAPeersEffectToIt(t *testing.T) {
+	r := run(step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeOK, key("ik_1"), provider("mail-api")))).
+		withPeers(peer("exec_2", "s1", try(1, 0, 1, OutcomeOK, key("ik_1"), provider("mail-api"))),
+			peer("exec_3", "s1", try(1, 0, 1, OutcomeOK, key("ik_1"), provider("crm")))).
+		with(
+			effect("m1", "ik_1", "s1", 1),                // names this run: its own
+			namedEffect("m2", "ik_1", "exec_2", "s1", 2), // exec_2 sent ik_1 to mail-api: exec_2's
+			namedEffect("m3", "ik_1", "exec_3", "s1", 3), // exec_3 sent ik_1 to crm only: the key wins, s1's
+			namedEffect("m4", "ik_1", "exec_9", "s1", 4), // exec_9 sent nothing: the key wins, s1's
+			namedEffect("m5", "ik_1", "", "", 5),         // names nobody: s1's
+		)
+	var got []string
+	for _, e := range r.StepEffects()["s1"] {
+		got = append(got, e.ID)
+	}
+	if want := []string{"m1", "m3", "m4", "m5"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+}

@@ -40,7 +40,7 @@ func (e Event) Entity() string {
 		a := e.Attempt
 		if a.Number == 0 && a.SpanID != "" {
 			// Identified by its span: its number is derived from the others'.
-			return "a\x00" + a.ExecutionID + "\x00" + a.StepID + "\x00span:" + a.SpanID
+			return "a\x00" + a.ExecutionID + "\x00" + a.StepID + "\x00span:" + a.TraceID + "/" + a.SpanID
 		}
 		return "a\x00" + a.ExecutionID + "\x00" + a.StepID + "\x00" + strconv.Itoa(a.Number)
 	case EventSpan:

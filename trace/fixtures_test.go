@@ -2,6 +2,7 @@ package trace
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 )
 
@@ -63,6 +64,70 @@ func effect(id, key, stepID string, sec float64) Effect {
 		e.ExecutionID = "exec_1"
 	}
 	return e
+}
+
+// namedEffect is a mail-api effect at sec naming execID's stepID.
+func namedEffect(id, key, execID, stepID string, sec float64) Effect {
+	return Effect{Provider: "mail-api", ID: id, IdempotencyKey: key, ExecutionID: execID, StepID: stepID, At: at(sec)}
+}
+
+// atProvider returns the effect as provider p recorded it.
+func (e Effect) atProvider(p string) Effect {
+	e.Provider = p
+	return e
+}
+
+// peer is an attempt of execution execID's step, as a store loads it into
+// another run's Peers.
+func peer(execID, stepID string, a Attempt) Attempt {
+	a.ExecutionID, a.StepID = execID, stepID
+	return a
+}
+
+func (r Run) withPeers(peers ...Attempt) Run {
+	r.Peers = append(r.Peers, peers...)
+	return r
+}
+
+// loadedRun builds execution id's Run the way store.loadRun does, without
+// World.Runs: its steps, the effects naming it or carrying a key its
+// attempts sent (whatever their provider), and the attempts of other
+// executions carrying such a key. Tests compare the two paths with it.
+func loadedRun(w World, id string) Run {
+	r := Run{Execution: Execution{ID: id, Status: StatusRunning}, FedProviders: map[string]bool{}}
+	for _, x := range w.Executions {
+		if x.ID == id {
+			r.Execution = x
+		}
+	}
+	keys := map[string]bool{}
+	for _, s := range w.Steps {
+		if s.ExecutionID != id {
+			continue
+		}
+		s.Attempts = slices.Clone(s.Attempts)
+		for i := range s.Attempts {
+			s.Attempts[i].ExecutionID, s.Attempts[i].StepID = id, s.ID
+			if k := s.Attempts[i].IdempotencyKey; k != "" {
+				keys[k] = true
+			}
+		}
+		r.Steps = append(r.Steps, s)
+	}
+	for _, e := range w.Effects {
+		r.FedProviders[e.Provider] = true
+		if e.ExecutionID == id || keys[e.IdempotencyKey] {
+			r.Effects = append(r.Effects, e)
+		}
+	}
+	for _, s := range w.Steps {
+		for _, a := range s.Attempts {
+			if s.ExecutionID != id && keys[a.IdempotencyKey] {
+				r.Peers = append(r.Peers, peer(s.ExecutionID, s.ID, a))
+			}
+		}
+	}
+	return r
 }
 
 func rules(fs []Finding) []Rule {

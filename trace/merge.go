@@ -26,10 +26,16 @@ func SortForFold(events []Event) {
 func FoldExecution(events []Event) Execution {
 	SortForFold(events)
 	var x Execution
+	nameWithStatus := false
 	for _, ev := range events {
 		e := ev.Execution
 		keepString(&x.ID, e.ID)
-		keepString(&x.Name, e.Name)
+		// The best-ranked name wins; between names of one rank, the one of
+		// an event that carries a status (the root span's, not a sub-agent's).
+		if r, kept := nameRank(e.NameSource), nameRank(x.NameSource); e.Name != "" &&
+			(x.Name == "" || r < kept || (r == kept && e.Status != "" && !nameWithStatus)) {
+			x.Name, x.NameSource, nameWithStatus = e.Name, e.NameSource, e.Status != ""
+		}
 		keepString(&x.IdempotencyKey, e.IdempotencyKey)
 		keepTime(&x.StartedAt, e.StartedAt)
 		switch {

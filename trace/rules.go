@@ -25,6 +25,7 @@ func AuditRun(r Run, cfg Config) []Finding {
 		au.unstableKey,
 		au.retryBeyondRetention,
 		au.unsafeRetried,
+		au.suppressedAsRepeat,
 	}
 	var fs []Finding
 	for _, s := range r.Steps {
@@ -35,6 +36,10 @@ func AuditRun(r Run, cfg Config) []Finding {
 		}
 	}
 	fs = append(fs, au.keyCollisions()...)
+	for _, e := range r.UnattributedEffects() {
+		fs = append(fs, unattributedFinding(r.Execution.ID, e))
+	}
+	fs = append(fs, au.keysSharedAcrossExecutions()...)
 	SortFindings(fs)
 	return fs
 }
@@ -61,6 +66,21 @@ func OrphanFinding(e Effect) Finding {
 		IdempotencyKey: e.IdempotencyKey,
 		Message: fmt.Sprintf("%s %s matches no attempt of any execution (%s)",
 			e.Provider, e.ID, strings.Join(details, ", ")),
+	}
+}
+
+// unattributedFinding is the orphan_effect warning for an effect of the
+// run's trace that belongs to no step: the span that made its request is
+// known, but no tool-call span above it ever arrived.
+func unattributedFinding(executionID string, e Effect) Finding {
+	return Finding{
+		Rule:           RuleOrphanEffect,
+		Severity:       Severities[RuleOrphanEffect],
+		ExecutionID:    executionID,
+		Effects:        []EffectRef{e.Ref()},
+		IdempotencyKey: e.IdempotencyKey,
+		Message: fmt.Sprintf("%s %s was sent from span %s of this execution's trace, but no tool call above that span was exported: "+
+			"which step sent it is unknown (an SDK that never exports a failed tool call's span does this)", e.Provider, e.ID, e.SpanID),
 	}
 }
 
@@ -341,12 +361,7 @@ func (au auditor) keyCollisions() []Finding {
 			byKey[k] = append(byKey[k], carrier{stepLabel(s), s.ID, true, a.Number, a.Args})
 		}
 	}
-	// Peers are a set, loaded in whatever order a store keeps them; sorted,
-	// the message reads the same from a fresh audit and an incremental one.
-	peers := slices.SortedStableFunc(slices.Values(au.run.Peers), func(a, b Attempt) int {
-		return cmp.Or(cmp.Compare(a.ExecutionID, b.ExecutionID), cmp.Compare(a.StepID, b.StepID), cmp.Compare(a.Number, b.Number))
-	})
-	for _, p := range peers {
+	for _, p := range au.sortedPeers() {
 		k := p.IdempotencyKey
 		if _, ok := byKey[k]; !ok || p.ExecutionID == au.run.Execution.ID {
 			continue // not a key of this run, or an attempt already counted above
@@ -409,6 +424,146 @@ func (au auditor) keyCollisions() []Finding {
 		fs = append(fs, f)
 	}
 	return fs
+}
+
+// sortedPeers are the run's peers by execution, step and number. Peers are a
+// set, loaded in whatever order a store keeps them; sorted, messages read
+// the same from a fresh audit and an incremental one.
+func (au auditor) sortedPeers() []Attempt {
+	return slices.SortedStableFunc(slices.Values(au.run.Peers), func(a, b Attempt) int {
+		return cmp.Or(cmp.Compare(a.ExecutionID, b.ExecutionID), cmp.Compare(a.StepID, b.StepID), cmp.Compare(a.Number, b.Number))
+	})
+}
+
+// keysSharedAcrossExecutions reports each key of the run that attempts of
+// another execution sent to the same provider (sameProvider). A key derived
+// from the arguments alone, not from the run, lets the provider take the
+// next run's request for a repeat of this one. Each execution involved
+// reports it from its side, from its own attempts and its peers.
+func (au auditor) keysSharedAcrossExecutions() []Finding {
+	var keys []string
+	own := map[string][]Attempt{} // key -> this run's attempts that sent it, in step order
+	first := map[string]Step{}    // key -> the first step of the run that sent it
+	for _, s := range au.run.Steps {
+		for _, a := range s.Attempts {
+			k := a.IdempotencyKey
+			if k == "" {
+				continue
+			}
+			if _, ok := own[k]; !ok {
+				keys = append(keys, k)
+				first[k] = s
+			}
+			own[k] = append(own[k], a)
+		}
+	}
+	peers := au.sortedPeers()
+	var fs []Finding
+	for _, k := range keys {
+		var others []string // executions that sent k to a provider this run sent it to
+		var provider string
+		for _, a := range own[k] {
+			provider = cmp.Or(provider, a.Provider)
+		}
+		for _, p := range peers {
+			if p.IdempotencyKey != k || p.ExecutionID == "" || p.ExecutionID == au.run.Execution.ID ||
+				slices.Contains(others, p.ExecutionID) {
+				continue
+			}
+			if slices.ContainsFunc(own[k], func(a Attempt) bool { return sameProvider(a.Provider, p.Provider) }) {
+				others = append(others, p.ExecutionID)
+				provider = cmp.Or(provider, p.Provider)
+			}
+		}
+		if len(others) == 0 {
+			continue
+		}
+		s := first[k]
+		var attempts []int
+		for _, a := range s.Attempts {
+			if a.IdempotencyKey == k {
+				attempts = append(attempts, a.Number)
+			}
+		}
+		to := ""
+		if provider != "" {
+			to = " to " + provider
+		}
+		f := au.finding(RuleKeySharedAcrossExecutions, s)
+		f.Attempts = sortedInts(attempts)
+		f.IdempotencyKey = k
+		f.Message = fmt.Sprintf("%s sent idempotency key %s%s, and %s sent it too — the key is not scoped to the run (next month's invoice mistaken for a repeat of this one)",
+			stepLabel(s), k, to, executionsPhrase(others))
+		fs = append(fs, f)
+	}
+	return fs
+}
+
+// suppressedAsRepeat reports a step that has no effect of its own and whose
+// attempt was answered from a stored response (deduplicated) to a key whose
+// every effect belongs to another execution (ownedByPeer): the provider took
+// this run's request for a repeat of that one, so its intent never
+// happened, and nothing in the trace says so.
+func (au auditor) suppressedAsRepeat(s Step) (Finding, bool) {
+	var attempts []int
+	var answers []Effect
+	var key string
+	for _, a := range s.Attempts {
+		if !a.Deduplicated || a.IdempotencyKey == "" {
+			continue
+		}
+		if slices.ContainsFunc(au.effects[s.ID], func(e Effect) bool { return sameProvider(a.Provider, e.Provider) }) {
+			continue // the step's own effect at that provider: the intent happened
+		}
+		var carried []Effect
+		foreign := true
+		for _, e := range au.run.Effects {
+			if sentKey(a, e.IdempotencyKey, e.Provider) {
+				carried = append(carried, e)
+				foreign = foreign && ownedByPeer(au.run, e)
+			}
+		}
+		if len(carried) == 0 || !foreign {
+			continue
+		}
+		attempts = append(attempts, a.Number)
+		key = cmp.Or(key, a.IdempotencyKey)
+		for _, e := range carried {
+			if !slices.ContainsFunc(answers, func(x Effect) bool { return x.Ref() == e.Ref() }) {
+				answers = append(answers, e)
+			}
+		}
+	}
+	if len(attempts) == 0 {
+		return Finding{}, false
+	}
+	sortEffects(answers)
+	var owners []string
+	for _, e := range answers {
+		if !slices.Contains(owners, e.ExecutionID) {
+			owners = append(owners, e.ExecutionID)
+		}
+	}
+	slices.Sort(owners)
+	whose := "its only effect, " + effectList(answers) + ", belongs to"
+	if len(answers) > 1 {
+		whose = "its effects, " + effectList(answers) + ", belong to"
+	}
+	f := au.finding(RuleSuppressedAsRepeat, s)
+	f.Attempts = sortedInts(attempts)
+	f.Effects = refs(answers)
+	f.IdempotencyKey = key
+	f.Message = fmt.Sprintf("%s %s was answered from a stored response to key %s, but %s %s — the provider took this run's request for a repeat: its intent never happened, silently",
+		stepLabel(s), attemptsPhrase(attempts), key, whose, executionsPhrase(owners))
+	return f, true
+}
+
+// executionsPhrase reads "execution exec_A" or "executions exec_A and exec_B".
+func executionsPhrase(ids []string) string {
+	if len(ids) == 1 {
+		return "execution " + ids[0]
+	}
+	return "executions " + joinAnd(ids)
 }
 
 // stepKey is the first key the step's attempts sent, the one findings cite.

@@ -167,6 +167,54 @@ func TestRules(t *testing.T) {
 			r.Steps[0].Attempts[1].Effect = EffectUnsafe
 			return r
 		}(), Config{}, true},
+
+		// key_shared_across_executions
+		{"another execution sent the key to the same provider", RuleKeySharedAcrossExecutions, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeOK, key("ik_1"), provider("mail-api")))).
+			withPeers(peer("exec_2", "s1", try(1, 0, 1, OutcomeOK, key("ik_1"), provider("mail-api")))),
+			Config{}, true},
+		{"another execution sent the key naming no provider", RuleKeySharedAcrossExecutions, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeOK, key("ik_1"), provider("mail-api")))).
+			withPeers(peer("exec_2", "s1", try(1, 0, 1, OutcomeOK, key("ik_1")))),
+			Config{}, true},
+		{"another execution sent the key to another provider", RuleKeySharedAcrossExecutions, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeOK, key("ik_1"), provider("mail-api")))).
+			withPeers(peer("exec_2", "s1", try(1, 0, 1, OutcomeOK, key("ik_1"), provider("crm")))),
+			Config{}, false},
+		{"only this execution's retry sent the key again", RuleKeySharedAcrossExecutions, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeTimeout, key("ik_1")), try(2, 2, 3, OutcomeOK, key("ik_1"), dedup))).
+			withPeers(peer("exec_1", "s1", try(1, 0, 1, OutcomeTimeout, key("ik_1")))),
+			Config{}, false},
+
+		// suppressed_as_repeat
+		{"deduplicated by another execution's effect", RuleSuppressedAsRepeat, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeOK, key("ik_1"), provider("mail-api"), dedup))).
+			withPeers(peer("exec_2", "s1", try(1, 0, 1, OutcomeOK, key("ik_1"), provider("mail-api")))).
+			with(namedEffect("m1", "ik_1", "exec_2", "s1", 0.5)),
+			Config{}, true},
+		{"deduplicated by this execution's own earlier effect", RuleSuppressedAsRepeat, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeTimeout, key("ik_1")), try(2, 2, 3, OutcomeOK, key("ik_1"), dedup))).
+			withPeers(peer("exec_2", "s1", try(1, 0, 1, OutcomeOK, key("ik_1")))).
+			with(effect("m1", "ik_1", "s1", 0.5)),
+			Config{}, false},
+		{"the other execution's effect is at another provider", RuleSuppressedAsRepeat, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeOK, key("ik_1"), provider("mail-api"), dedup))).
+			withPeers(peer("exec_2", "s1", try(1, 0, 1, OutcomeOK, key("ik_1"), provider("crm")))).
+			with(namedEffect("m1", "ik_1", "exec_2", "s1", 0.5).atProvider("crm")),
+			Config{}, false},
+		{"the effect names an execution that never sent the key", RuleSuppressedAsRepeat, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeOK, key("ik_1"), dedup))).
+			with(namedEffect("m1", "ik_1", "exec_2", "s1", 0.5)),
+			Config{}, false},
+		{"deduplicated, and no effect carries the key", RuleSuppressedAsRepeat, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeOK, key("ik_1"), dedup))).
+			withPeers(peer("exec_2", "s1", try(1, 0, 1, OutcomeOK, key("ik_1")))),
+			Config{}, false},
+		{"another execution's effect, but this attempt was not deduplicated", RuleSuppressedAsRepeat, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeOK, key("ik_1")))).
+			withPeers(peer("exec_2", "s1", try(1, 0, 1, OutcomeOK, key("ik_1")))).
+			with(namedEffect("m1", "ik_1", "exec_2", "s1", 0.5)),
+			Config{}, false},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.rule)+"/"+tt.name, func(t *testing.T) {
@@ -205,6 +253,143 @@ func TestAuditRunDesignExample(t *testing.T) {
 	}
 }
 
+// emailToolWorld is the article's email_tool.py run by two executions: it
+// hashes only the arguments into its key, so exec_A and, a month later,
+// exec_B send the same invoice email with the same key. mA is exec_A's
+// delivery; mB, when bDelivered, is exec_B's. When not, the provider
+// answered exec_B from the response it stored for exec_A.
+func emailToolWorld(bDelivered bool) World {
+	send := func(execID string, start float64, opts ...attemptOpt) Step {
+		opts = append([]attemptOpt{key("ik_5e3f"), provider("mail-api"),
+			args(`{"subject":"Your invoice","to":"jordan@acme.dev"}`)}, opts...)
+		a := try(1, start, start+1, OutcomeOK, opts...)
+		a.ExecutionID, a.StepID = execID, "step-4"
+		return Step{ExecutionID: execID, ID: "step-4", Tool: "send_invoice_email", Effect: EffectWrite, Attempts: []Attempt{a}}
+	}
+	const month = 30 * 24 * 3600
+	w := World{
+		Executions: []Execution{{ID: "exec_A", Status: StatusCompleted}, {ID: "exec_B", Status: StatusCompleted}},
+		Steps:      []Step{send("exec_A", 0), send("exec_B", month)},
+		Effects:    []Effect{namedEffect("mA", "ik_5e3f", "exec_A", "step-4", 0.5)},
+	}
+	if bDelivered {
+		w.Effects = append(w.Effects, namedEffect("mB", "ik_5e3f", "exec_B", "step-4", month+0.5))
+	} else {
+		w.Steps[1].Attempts[0].Deduplicated = true
+	}
+	return w
+}
+
+// findingsOf summarises findings as "severity rule execution step".
+func findingsOf(fs []Finding) []string {
+	var out []string
+	for _, f := range fs {
+		out = append(out, string(f.Severity)+" "+string(f.Rule)+" "+f.ExecutionID+" "+f.StepID)
+	}
+	return out
+}
+
+// checkPathsAgree checks that each execution's audit from a Run loaded as
+// the store loads it equals its part of the world's audit.
+func checkPathsAgree(t *testing.T, w World, world []Finding) {
+	t.Helper()
+	for _, x := range w.Executions {
+		var want []Finding
+		for _, f := range world {
+			if f.ExecutionID == x.ID && f.Rule != RuleOrphanEffect {
+				want = append(want, f)
+			}
+		}
+		if got := AuditRun(loadedRun(w, x.ID), Config{}); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s from its own run: got %+v, want the world's %+v", x.ID, got, want)
+		}
+	}
+}
+
+func TestKeySharedAcrossExecutions(t *testing.T) {
+	w := emailToolWorld(true)
+	for _, r := range w.Runs() {
+		var got []string
+		for _, e := range r.StepEffects()["step-4"] {
+			got = append(got, e.ID)
+		}
+		want := []string{"m" + r.Execution.ID[len("exec_"):]}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s step-4 effects: got %v, want %v (its own delivery only)", r.Execution.ID, got, want)
+		}
+	}
+
+	fs := Audit(w, Config{})
+	want := []string{
+		"warning key_shared_across_executions exec_A step-4",
+		"warning key_shared_across_executions exec_B step-4",
+	}
+	if got := findingsOf(fs); !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v, want %v: no duplicate_effect, no key_collision for the same step and args", got, want)
+	}
+	if len(fs) == 2 {
+		if f := fs[1]; f.IdempotencyKey != "ik_5e3f" || !reflect.DeepEqual(f.Attempts, []int{1}) ||
+			f.Message != "step-4 (send_invoice_email) sent idempotency key ik_5e3f to mail-api, and execution exec_A sent it too — the key is not scoped to the run (next month's invoice mistaken for a repeat of this one)" {
+			t.Errorf("exec_B's finding: got %+v", f)
+		}
+	}
+	wantStates := map[EffectRef]MatchState{{"mail-api", "mA"}: MatchMatched, {"mail-api", "mB"}: MatchMatched}
+	if got := w.EffectStates(); !reflect.DeepEqual(got, wantStates) {
+		t.Errorf("effect states: got %v, want %v", got, wantStates)
+	}
+	checkPathsAgree(t, w, fs)
+}
+
+func TestSuppressedAsRepeat(t *testing.T) {
+	w := emailToolWorld(false)
+	fs := Audit(w, Config{})
+	want := []string{
+		"critical suppressed_as_repeat exec_B step-4",
+		"warning key_shared_across_executions exec_A step-4",
+		"warning key_shared_across_executions exec_B step-4",
+	}
+	if got := findingsOf(fs); !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %v, want %v: exec_B's email was never sent, exec_A's was sent once", got, want)
+	}
+	f := fs[0]
+	if !reflect.DeepEqual(f.Effects, []EffectRef{{"mail-api", "mA"}}) || !reflect.DeepEqual(f.Attempts, []int{1}) || f.IdempotencyKey != "ik_5e3f" {
+		t.Errorf("got %+v, want exec_B's attempt 1 answered by mail-api mA", f)
+	}
+	for _, r := range w.Runs() {
+		if got := len(r.StepEffects()["step-4"]); r.Execution.ID == "exec_B" && got != 0 {
+			t.Errorf("exec_B step-4: got %d effects, want none: mA is exec_A's", got)
+		}
+	}
+	checkPathsAgree(t, w, fs)
+}
+
+// TestKeysAreScopedByProvider: one key sent by two executions to two
+// providers is two keys: no sharing, and each effect belongs to the
+// execution that sent the key to its provider.
+func TestKeysAreScopedByProvider(t *testing.T) {
+	w := emailToolWorld(true)
+	w.Steps[1].Attempts[0].Provider = "crm"
+	w.Effects[1] = w.Effects[1].atProvider("crm")
+	w.Effects = append(w.Effects, Effect{Provider: "payments", ID: "p1", IdempotencyKey: "ik_5e3f", At: at(2)})
+
+	runs := w.Runs()
+	for _, r := range runs {
+		var got []string
+		for _, e := range r.Effects {
+			got = append(got, e.Provider+" "+e.ID)
+		}
+		want := map[string][]string{"exec_A": {"mail-api mA"}, "exec_B": {"crm mB"}}[r.Execution.ID]
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s effects: got %v, want %v", r.Execution.ID, got, want)
+		}
+	}
+	fs := Audit(w, Config{})
+	if got, want := findingsOf(fs), []string{"warning orphan_effect  "}; !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v, want %v: the payments effect matches no provider the key was sent to", got, want)
+	}
+	checkPathsAgree(t, w, fs)
+}
+
 // TestFindingMessages pins one sentence per rule: they are what a human
 // reads, so a change to them should be a deliberate one.
 func TestFindingMessages(t *testing.T) {
@@ -241,6 +426,15 @@ func TestFindingMessages(t *testing.T) {
 		{RuleUnsafeRetried, run(
 			step("step-6", "wire_transfer", EffectUnsafe, try(1, 0, 1, OutcomeTimeout), try(2, 2, 3, OutcomeOK))),
 			"step-6 (wire_transfer) is unsafe to repeat but was attempted 2 times (attempts 1, 2) — it should fail loudly and escalate instead"},
+		{RuleKeySharedAcrossExecutions, run(
+			step("step-4", "send_invoice_email", EffectWrite, try(1, 0, 1, OutcomeOK, key("ik_1"), provider("mail-api")))).
+			withPeers(peer("exec_3", "step-4", try(1, 0, 1, OutcomeOK, key("ik_1"))), peer("exec_2", "step-4", try(1, 0, 1, OutcomeOK, key("ik_1")))),
+			"step-4 (send_invoice_email) sent idempotency key ik_1 to mail-api, and executions exec_2 and exec_3 sent it too — the key is not scoped to the run (next month's invoice mistaken for a repeat of this one)"},
+		{RuleSuppressedAsRepeat, run(
+			step("step-4", "send_invoice_email", EffectWrite, try(1, 0, 1, OutcomeOK, key("ik_1"), dedup))).
+			withPeers(peer("exec_2", "step-4", try(1, 0, 1, OutcomeOK, key("ik_1")))).
+			with(namedEffect("msg_41bcc7", "ik_1", "exec_2", "step-4", 0.5)),
+			"step-4 (send_invoice_email) attempt 1 was answered from a stored response to key ik_1, but its only effect, mail-api msg_41bcc7, belongs to execution exec_2 — the provider took this run's request for a repeat: its intent never happened, silently"},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.rule), func(t *testing.T) {

@@ -169,3 +169,12 @@ func (t spanTree) httpCalls(spanID string) []Span {
 	sortSpans(out)
 	return out
 }
+
+// Owner is the execution an effect names, else the one its trace names by
+// default (an execution's id is its trace id unless a span said otherwise).
+func (e Effect) Owner() string {
+	if e.ExecutionID != "" {
+		return e.ExecutionID
+	}
+	return e.TraceID
+}

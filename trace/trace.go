@@ -58,14 +58,32 @@ func (s Status) Terminal() bool {
 
 // Execution is one run of an agent or workflow.
 type Execution struct {
-	ID             string            `json:"execution_id"`
-	Name           string            `json:"name,omitempty"`
+	ID   string `json:"execution_id"`
+	Name string `json:"name,omitempty"`
+	// NameSource says where an OpenTelemetry execution's name came from;
+	// empty for a name sent natively. A name from a better source wins
+	// (NameSources), whatever the order its spans arrive in.
+	NameSource     string            `json:"name_source,omitempty"`
 	Status         Status            `json:"status"`
 	StartedAt      time.Time         `json:"started_at,omitzero"`
 	EndedAt        time.Time         `json:"ended_at,omitzero"`
 	IdempotencyKey string            `json:"idempotency_key,omitempty"`
 	Labels         map[string]string `json:"labels,omitempty"`
 	Conflicts      []Conflict        `json:"conflicts,omitempty"`
+}
+
+// NameSources ranks where an execution's name may come from, best first:
+// a native event, the agent's name, the Vercel AI SDK's function id,
+// OpenLLMetry's entity name, the root span's name.
+var NameSources = []string{"", "gen_ai.agent.name", "ai.telemetry.functionId", "traceloop.entity.name", "span"}
+
+func nameRank(source string) int {
+	for i, s := range NameSources {
+		if s == source {
+			return i
+		}
+	}
+	return len(NameSources)
 }
 
 // Step is one logical unit of work of an execution, with its attempts in

@@ -14,10 +14,15 @@ import (
 // Each run's steps are sorted by their first attempt's start, then id, and
 // their attempts by number; every attempt gets its step's ExecutionID and
 // StepID, so EffectMatchesAttempt and Peers can rely on them. A run's
-// Effects are those naming it or carrying a key one of its attempts sent;
-// Peers are the attempts of other executions sharing such a key;
-// FedProviders holds every provider with an effect anywhere in the world.
-// Steps repeated in w.Steps are merged.
+// Effects are those naming it or carrying a key one of its attempts sent to
+// the effect's provider (sentKey). An effect that names another execution
+// which sent its key is owned by that execution alone, yet it stays in the
+// Effects of every run that sent the key, as the store loads it: those runs
+// show it on their key page and judge suppressed_as_repeat by it, and
+// StepEffects never gives it to their steps (ownedByPeer). Peers are the
+// attempts of other executions sharing such a key, whatever their provider,
+// as the store loads them too; FedProviders holds every provider with an
+// effect anywhere in the world. Steps repeated in w.Steps are merged.
 func (w World) Runs() []Run {
 	var runs []Run
 	index := map[string]int{} // execution id -> position in runs
@@ -49,28 +54,84 @@ func (w World) Runs() []Run {
 		}
 	}
 	keyRuns := map[string][]int{} // key -> runs whose attempts sent it, each once
+	type sender struct {
+		run      int
+		provider string // as the attempt named it, "" for none
+	}
+	senders := map[string][]sender{} // key -> each (run, provider) that sent it, once
 	for i := range runs {
 		sortSteps(runs[i].Steps)
 		runs[i].FedProviders = maps.Clone(fed)
 		for _, s := range runs[i].Steps {
 			for _, a := range s.Attempts {
 				k := a.IdempotencyKey
-				if k != "" && !slices.Contains(keyRuns[k], i) {
+				if k == "" {
+					continue
+				}
+				if !slices.Contains(keyRuns[k], i) {
 					keyRuns[k] = append(keyRuns[k], i)
+				}
+				if sd := (sender{i, a.Provider}); !slices.Contains(senders[k], sd) {
+					senders[k] = append(senders[k], sd)
 				}
 			}
 		}
 	}
 
+	// Spans belong to the execution they name; an effect with a trace
+	// context to every execution with a span or attempt of its trace, and
+	// to the execution its trace names by default (the store creates it
+	// when the effect names none).
+	for _, sp := range w.Spans {
+		i, ok := index[sp.ExecutionID]
+		if !ok {
+			i = len(runs)
+			index[sp.ExecutionID] = i
+			runs = append(runs, Run{Execution: Execution{ID: sp.ExecutionID, Status: StatusRunning}, FedProviders: maps.Clone(fed)})
+		}
+		runs[i].Spans = append(runs[i].Spans, sp)
+	}
+	traceRuns := map[string][]int{} // trace id -> runs with a span or attempt of it, or named after it
+	addTrace := func(traceID string, i int) {
+		if traceID != "" && !slices.Contains(traceRuns[traceID], i) {
+			traceRuns[traceID] = append(traceRuns[traceID], i)
+		}
+	}
+	for i := range runs {
+		addTrace(runs[i].Execution.ID, i)
+		for _, s := range runs[i].Steps {
+			for _, a := range s.Attempts {
+				addTrace(a.TraceID, i)
+			}
+		}
+		for _, sp := range runs[i].Spans {
+			addTrace(sp.TraceID, i)
+		}
+	}
 	for _, e := range w.Effects {
-		var owners []int
+		if owner := e.Owner(); e.ExecutionID == "" && owner != "" {
+			if _, ok := index[owner]; !ok {
+				index[owner] = len(runs)
+				runs = append(runs, Run{Execution: Execution{ID: owner, Status: StatusRunning}, FedProviders: maps.Clone(fed)})
+				addTrace(owner, index[owner])
+			}
+		}
+	}
+
+	for _, e := range w.Effects {
+		var owners []int // the run it names, the runs of its trace, then the runs that sent its key to its provider
 		if i, ok := index[e.ExecutionID]; ok && e.ExecutionID != "" {
 			owners = append(owners, i)
 		}
+		for _, i := range traceRuns[e.TraceID] {
+			if !slices.Contains(owners, i) {
+				owners = append(owners, i)
+			}
+		}
 		if e.IdempotencyKey != "" {
-			for _, i := range keyRuns[e.IdempotencyKey] {
-				if !slices.Contains(owners, i) {
-					owners = append(owners, i)
+			for _, sd := range senders[e.IdempotencyKey] {
+				if sameProvider(sd.provider, e.Provider) && !slices.Contains(owners, sd.run) {
+					owners = append(owners, sd.run)
 				}
 			}
 		}
@@ -150,17 +211,17 @@ func (w World) EffectStates() map[EffectRef]MatchState {
 // attemptIndex answers EffectMatchesAttempt against every attempt at once,
 // so a world audit stays linear in attempts plus effects.
 type attemptIndex struct {
-	keys  map[string]bool
-	steps map[[2]string]bool // (execution id, step id) of every attempt
+	keys  map[string][]string // key -> the providers its attempts named, each once ("" for none)
+	steps map[[2]string]bool  // (execution id, step id) of every attempt
 }
 
 func newAttemptIndex(runs []Run) attemptIndex {
-	idx := attemptIndex{keys: map[string]bool{}, steps: map[[2]string]bool{}}
+	idx := attemptIndex{keys: map[string][]string{}, steps: map[[2]string]bool{}}
 	for _, r := range runs {
 		for _, s := range r.Steps {
 			for _, a := range s.Attempts {
-				if a.IdempotencyKey != "" {
-					idx.keys[a.IdempotencyKey] = true
+				if k := a.IdempotencyKey; k != "" && !slices.Contains(idx.keys[k], a.Provider) {
+					idx.keys[k] = append(idx.keys[k], a.Provider)
 				}
 				idx.steps[[2]string{a.ExecutionID, a.StepID}] = true
 			}
@@ -171,7 +232,10 @@ func newAttemptIndex(runs []Run) attemptIndex {
 
 // matches mirrors EffectMatchesAttempt over all indexed attempts.
 func (idx attemptIndex) matches(e Effect) bool {
-	if e.IdempotencyKey != "" && idx.keys[e.IdempotencyKey] {
+	if e.TraceID != "" {
+		return true // it belongs to its trace's execution, with or without a step
+	}
+	if e.IdempotencyKey != "" && slices.ContainsFunc(idx.keys[e.IdempotencyKey], func(p string) bool { return sameProvider(p, e.Provider) }) {
 		return true
 	}
 	return e.ExecutionID != "" && e.StepID != "" && idx.steps[[2]string{e.ExecutionID, e.StepID}]

@@ -2,6 +2,7 @@ package trace
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -114,11 +115,14 @@ func TestAudit(t *testing.T) {
 		summary = append(summary, string(f.Rule)+" "+f.ExecutionID+" "+f.StepID)
 	}
 	// ik_shared is sent by exec_A's s2 and exec_B's s1: each execution sees
-	// the collision from its side. e4 names an execution that does not exist.
-	// exec_A's s1 timed out and its retry was deduplicated: clean.
+	// the collision, and the key shared across executions, from its side. e4
+	// names an execution that does not exist. exec_A's s1 timed out and its
+	// retry was deduplicated: clean.
 	want := []string{
 		"key_collision exec_A s2",
 		"key_collision exec_B s1",
+		"key_shared_across_executions exec_A s2",
+		"key_shared_across_executions exec_B s1",
 		"orphan_effect exec_Z s9",
 	}
 	if !reflect.DeepEqual(summary, want) {
@@ -217,6 +221,14 @@ func TestAttemptIndexAgreesWithEffectMatchesAttempt(t *testing.T) {
 		Effect{Provider: "x", ID: "2", ExecutionID: "exec_B", StepID: "s2"},
 		Effect{Provider: "x", ID: "3"},
 	)
+	// Keys scoped by provider: exec_B sends ik_shared to crm only.
+	w.Steps[2].Attempts[0].Provider, w.Steps[2].Attempts[1].Provider = "crm", "crm"
+	w.Effects = append(w.Effects,
+		Effect{Provider: "crm", ID: "4", IdempotencyKey: "ik_shared"},
+		Effect{Provider: "payments", ID: "5", IdempotencyKey: "ik_shared"},
+		Effect{Provider: "payments", ID: "6", IdempotencyKey: "ik_A1"},
+		Effect{Provider: "payments", ID: "7", IdempotencyKey: "ik_nobody"},
+	)
 	runs := w.Runs()
 	idx := newAttemptIndex(runs)
 	for _, e := range w.Effects {
@@ -230,6 +242,65 @@ func TestAttemptIndexAgreesWithEffectMatchesAttempt(t *testing.T) {
 		}
 		if got := idx.matches(e); got != want {
 			t.Errorf("%v: got %v, want %v", e.Ref(), got, want)
+		}
+	}
+}
+
+// TestWorldRunsGivesAnOwnedEffectToItsOwner: an effect naming the execution
+// that sent its key reaches the other executions that sent it too (their key
+// page), but only its owner's step counts it.
+func TestWorldRunsGivesAnOwnedEffectToItsOwner(t *testing.T) {
+	w := sampleWorld()
+	w.Effects = append(w.Effects, Effect{Provider: "mail-api", ID: "e5", IdempotencyKey: "ik_shared", ExecutionID: "exec_B", StepID: "s1", At: at(3.5)})
+	for _, r := range w.Runs() {
+		inEffects := false
+		for _, e := range r.Effects {
+			inEffects = inEffects || e.ID == "e5"
+		}
+		var inSteps []string
+		for stepID, es := range r.StepEffects() {
+			for _, e := range es {
+				if e.ID == "e5" {
+					inSteps = append(inSteps, stepID)
+				}
+			}
+		}
+		wantSteps := map[string][]string{"exec_B": {"s1"}}[r.Execution.ID]
+		if !inEffects || !reflect.DeepEqual(inSteps, wantSteps) {
+			t.Errorf("%s: e5 in effects %v, in steps %v; want true, %v", r.Execution.ID, inEffects, inSteps, wantSteps)
+		}
+	}
+	// exec_B's s1 now has e2 and e5; exec_A's s2 only e3.
+	got := w.EffectStates()
+	for ref, want := range map[EffectRef]MatchState{{"mail-api", "e2"}: MatchDuplicate, {"mail-api", "e5"}: MatchDuplicate, {"crm", "e3"}: MatchMatched} {
+		if got[ref] != want {
+			t.Errorf("%v: got %q, want %q", ref, got[ref], want)
+		}
+	}
+}
+
+// TestFoldExecutionNamePrecedence: the best-ranked name wins whatever the
+// order, and between names of one rank the root's (the event with a status)
+// beats a sub-agent's name-only event.
+func TestFoldExecutionNamePrecedence(t *testing.T) {
+	root := Event{ID: "root", Type: EventExecution, Execution: &Execution{ID: "x", Name: "orchestrator", NameSource: "gen_ai.agent.name",
+		Status: StatusCompleted, StartedAt: at(0), EndedAt: at(9)}}
+	sub := Event{ID: "sub", Type: EventExecution, Execution: &Execution{ID: "x", Name: "researcher", NameSource: "gen_ai.agent.name"}}
+	span := Event{ID: "span", Type: EventExecution, Execution: &Execution{ID: "x", Name: "POST /api/chat", NameSource: "span",
+		Status: StatusRunning, StartedAt: at(0)}}
+	fn := Event{ID: "fn", Type: EventExecution, Execution: &Execution{ID: "x", Name: "billing-agent", NameSource: "ai.telemetry.functionId"}}
+	for _, tt := range []struct {
+		events []Event
+		want   string
+	}{
+		{[]Event{root, sub}, "orchestrator"},
+		{[]Event{sub, root}, "orchestrator"},
+		{[]Event{span, fn}, "billing-agent"},
+		{[]Event{fn, span}, "billing-agent"},
+		{[]Event{span, fn, sub}, "researcher"},
+	} {
+		if got := FoldExecution(slices.Clone(tt.events)).Name; got != tt.want {
+			t.Errorf("FoldExecution(%d events): got name %q, want %q", len(tt.events), got, tt.want)
 		}
 	}
 }

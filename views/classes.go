@@ -94,3 +94,27 @@ func labelY(b Bar) string {
 }
 
 func laneTransform(l Lane) string { return "translate(0 " + px(l.Y) + ")" }
+
+// classClass marks an unknown class, which the audit treats as possibly
+// writing, apart from the classes a user chose.
+func classClass(c trace.EffectClass) string {
+	if c == trace.EffectUnknown {
+		return "class-unknown"
+	}
+	return "muted"
+}
+
+func modelClass(m ModelMark) string {
+	if m.Error {
+		return "model-call model-error"
+	}
+	return "model-call"
+}
+
+// modelLabelY puts a model call's label inside its bar, or below it.
+func modelLabelY(m ModelMark) string {
+	if m.Inside {
+		return "19"
+	}
+	return "39"
+}

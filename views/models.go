@@ -13,6 +13,9 @@ type ExecutionRow struct {
 	trace.Counts
 	Findings         int
 	CriticalFindings int
+	// AuditState is what the audit may claim; "" for a row not analysed
+	// since the states were introduced, which shows no badge.
+	AuditState trace.AuditState
 }
 
 // Duration is the execution's length, or "" while unknown.
@@ -25,7 +28,7 @@ func (r ExecutionRow) Duration() string {
 
 // ListFilter is the executions page's form, as the user typed it.
 type ListFilter struct {
-	Status, Name, HasFindings, Q, From, To string
+	Status, Audit, Name, HasFindings, Q, From, To string
 }
 
 // Active reports whether any filter is set.
@@ -68,6 +71,7 @@ func NewFindingView(f trace.Finding) FindingView {
 // ExecutionView is the execution page.
 type ExecutionView struct {
 	Execution  ExecutionRow
+	Audit      AuditView
 	Findings   []FindingView
 	Timeline   Timeline
 	ShowAllURL string
@@ -77,9 +81,6 @@ type ExecutionView struct {
 	LiveURL string
 }
 
-// Clean reports whether the execution has no critical finding.
-func (v ExecutionView) Clean() bool { return v.Execution.CriticalFindings == 0 }
-
 // AttemptView is one attempt's detail.
 type AttemptView struct {
 	ExecutionID string
@@ -87,6 +88,8 @@ type AttemptView struct {
 	Attempt     trace.Attempt
 	Outcome     trace.Outcome
 	Effects     []trace.Effect // effects of its step
+	// HTTPCalls are the HTTP client spans the attempt made (HTTPCalls).
+	HTTPCalls []trace.Span
 }
 
 // Duration is the attempt's length, or "".

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/oncetrace/oncetrace/trace"
 )
@@ -18,10 +19,13 @@ const (
 	axisH   = 66   // px above the first lane: ticks, axis, gap labels
 	laneH   = 46
 	outboxH = 64
+	modelH  = 46
 	// The outbox lane comes first, under the axis, so a second email is
-	// in view however many steps follow; the steps' lanes start below it.
+	// in view however many steps follow; the model calls' lane, when there
+	// are any, follows it, and the steps' lanes start below them.
 	lanesY       = axisH + outboxH
 	minBarW      = 0.45 // %, so a 1 ms attempt is still visible and clickable
+	minMarkW     = 0.15 // %, an HTTP call's mark inside its attempt's bar
 	maxGapShare  = 36.0 // % of the chart all gaps together may take
 	gapW         = 7.0  // % of the chart one gap takes at most
 	compactAbove = 1500 // attempts above which bars lose their text and arrows
@@ -40,7 +44,13 @@ type Timeline struct {
 	HiddenLanes int // steps not drawn until "show all"
 	TotalLanes  int
 	Effects     []EffectMark
-	Compact     bool
+	// ModelY is the top of the model calls' lane; Models are its bars, by
+	// start. Model calls are not steps: they count in no step, attempt or
+	// retry.
+	ModelY       int
+	Models       []ModelMark
+	ModelSummary string // "12 calls · 3120 in / 480 out"
+	Compact      bool
 	// Silence, while a running execution has shown no activity for longer
 	// than the gap threshold, says so: "no process seen for 12 s".
 	Silence string
@@ -64,12 +74,24 @@ type GapMark struct {
 	Seconds             float64
 }
 
+// ModelMark is one model call in the model calls' lane.
+type ModelMark struct {
+	X, W       string
+	TextX      string
+	TextAnchor string
+	Inside     bool   // the label sits inside the bar
+	Label      string // "gpt-4o · 120 in / 18 out"; "" when it fits nowhere
+	Error      bool
+	Title      string
+}
+
 // Lane is one step.
 type Lane struct {
 	Y           int // top of the lane; everything inside is drawn relative to it
 	StepID      string
 	Tool        string
 	Effect      trace.EffectClass
+	ClassTitle  string // the class explained, for the hover
 	Bars        []Bar
 	Arrows      []Arrow
 	EffectCount int
@@ -92,7 +114,13 @@ type Bar struct {
 	Anchor       string
 	Href         string
 	Title        string
+	// Calls are the HTTP client calls the attempt made, as thin marks
+	// inside its bar.
+	Calls []CallMark
 }
+
+// CallMark is an HTTP call inside its attempt's bar.
+type CallMark struct{ X, W string }
 
 // Arrow joins an attempt to its retry.
 type Arrow struct{ X1, X2 string }
@@ -143,6 +171,10 @@ func NewTimeline(in TimelineInput) Timeline {
 	for _, f := range run.Effects {
 		times = append(times, f.At)
 	}
+	models := run.ModelCalls()
+	for _, m := range models {
+		times = append(times, m.StartedAt, m.EndedAt)
+	}
 	tmin, tmax := span(times)
 	if tmin.IsZero() {
 		return Timeline{Empty: true}
@@ -172,14 +204,26 @@ func NewTimeline(in TimelineInput) Timeline {
 		tl.HiddenLanes = len(steps) - max
 		steps = steps[:max]
 	}
+	tl.OutboxY = axisH
+	stepsY := lanesY
+	if len(models) > 0 {
+		tl.ModelY = lanesY
+		stepsY += modelH
+		tl.Models = newModelMarks(models, sc, tmax)
+		tl.ModelSummary = modelSummary(models)
+	}
+	var spans spanIndex
+	if !tl.Compact {
+		spans = newSpanIndex(run)
+	}
 	stepEffects := run.StepEffects()
 	laneOf := map[string]int{}
 	for i, s := range steps {
-		y := lanesY + i*laneH
-		lane := Lane{Y: y, StepID: s.ID, Tool: s.ToolName(), Effect: s.Class()}
+		y := stepsY + i*laneH
+		lane := Lane{Y: y, StepID: s.ID, Tool: s.ToolName(), Effect: s.Class(), ClassTitle: s.ToolName() + ": " + ClassLabel(s.Class())}
 		showText := !tl.Compact && len(s.Attempts) <= 6
 		for j, a := range s.Attempts {
-			lane.Bars = append(lane.Bars, newBar(run, sc, a, tmax, showText))
+			lane.Bars = append(lane.Bars, newBar(run, sc, a, tmax, showText, spans.httpCalls(a.SpanID)))
 			if j > 0 && !tl.Compact {
 				// From where the previous attempt ended, or, if it never
 				// did, from where it started.
@@ -195,8 +239,7 @@ func NewTimeline(in TimelineInput) Timeline {
 		laneOf[s.ID] = i
 		tl.Lanes = append(tl.Lanes, lane)
 	}
-	tl.OutboxY = axisH
-	tl.Height = lanesY + len(steps)*laneH + 8
+	tl.Height = stepsY + len(steps)*laneH + 8
 
 	// Each effect is joined to the step it belongs to (trace's matching).
 	stepOf := map[trace.EffectRef]string{}
@@ -228,7 +271,7 @@ func NewTimeline(in TimelineInput) Timeline {
 			m.StepID = stepID
 			if li, drawn := laneOf[stepID]; drawn {
 				m.Linked = true
-				m.LinkY = lanesY + li*laneH + 6
+				m.LinkY = stepsY + li*laneH + 6
 			}
 		}
 		m.Title = fmt.Sprintf("%s %s (%s) at %s", f.Provider, f.ID, m.State, UTC(f.At))
@@ -237,7 +280,7 @@ func NewTimeline(in TimelineInput) Timeline {
 	return tl
 }
 
-func newBar(run trace.Run, sc scale, a trace.Attempt, tmax time.Time, showText bool) Bar {
+func newBar(run trace.Run, sc scale, a trace.Attempt, tmax time.Time, showText bool, calls []trace.Span) Bar {
 	outcome := run.Outcome(a)
 	end := endOr(a, tmax)
 	if outcome == trace.OutcomeLost {
@@ -275,8 +318,102 @@ func newBar(run trace.Run, sc scale, a trace.Attempt, tmax time.Time, showText b
 	if a.Worker != "" {
 		parts = append(parts, "worker "+a.Worker)
 	}
+	if len(calls) > 0 {
+		parts = append(parts, plural(len(calls), "HTTP call", "HTTP calls"))
+	}
 	b.Title = strings.Join(parts, ", ")
+	for _, c := range calls {
+		if c.StartedAt.IsZero() {
+			continue
+		}
+		cx0, cx1 := sc.pos(c.StartedAt), sc.pos(endOrSpan(c, end))
+		// Inside the bar, whatever the clocks of two processes say.
+		cx0 = min(max(cx0, x0), x0+w-minMarkW)
+		cw := min(max(cx1-cx0, minMarkW), x0+w-cx0)
+		b.Calls = append(b.Calls, CallMark{X: pct(cx0), W: pct(cw)})
+	}
 	return b
+}
+
+func endOrSpan(s trace.Span, fallback time.Time) time.Time {
+	if s.EndedAt.IsZero() {
+		return fallback
+	}
+	return s.EndedAt
+}
+
+// newModelMarks lays out the model calls' bars. A label sits inside a bar
+// wide enough for it; else below the bar, from its start up to where the
+// next call starts, or ending at its end down to where the previous call
+// ended; else only in the hover title. Labels below never run into each
+// other, so fifty calls stay legible.
+func newModelMarks(calls []trace.Span, sc scale, tmax time.Time) []ModelMark {
+	out := make([]ModelMark, 0, len(calls))
+	x0s, x1s := make([]float64, len(calls)), make([]float64, len(calls))
+	for i, c := range calls {
+		x0s[i] = sc.pos(c.StartedAt)
+		x1s[i] = x0s[i] + max(sc.pos(endOrSpan(c, tmax))-x0s[i], minBarW)
+	}
+	belowEnd := 0.0 // where the last label below a bar ends
+	for i, c := range calls {
+		x0, x1 := x0s[i], x1s[i]
+		m := ModelMark{X: pct(x0), W: pct(x1 - x0), Error: c.Error != "", Title: modelTitle(c)}
+		labels := []string{ModelLabel(c), modelShortLabel(c)}
+		// Below the bar, rightwards up to the next call, or leftwards
+		// down to the previous one.
+		right := chartX0 + chartW - x0
+		if i+1 < len(calls) {
+			right = x0s[i+1] - x0
+		}
+		left := x1 - chartX0
+		if i > 0 {
+			left = x1 - max(x1s[i-1], belowEnd)
+		}
+	place:
+		for _, l := range labels {
+			switch {
+			case labelFits(x1-x0, l):
+				m.Label, m.Inside, m.TextX, m.TextAnchor = l, true, pct(x0+0.5), "start"
+				break place
+			case x0 >= belowEnd && labelFits(right, l):
+				m.Label, m.TextX, m.TextAnchor = l, pct(x0), "start"
+				belowEnd = x0 + labelWidth(l)
+				break place
+			case labelFits(left, l):
+				m.Label, m.TextX, m.TextAnchor = l, pct(x1), "end"
+				belowEnd = x1
+				break place
+			}
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// modelShortLabel is the model's name alone, marked when the call failed.
+func modelShortLabel(c trace.Span) string {
+	if c.Error != "" {
+		return "✗ " + modelName(c)
+	}
+	return modelName(c)
+}
+
+// labelFits reports whether a label fits in w percent of the timeline's
+// width.
+func labelFits(w float64, label string) bool { return w >= labelWidth(label) }
+
+// labelWidth is about how wide a label of 12 px text is, in percent of a
+// timeline about 850 px wide: 0.8% a character, and a margin.
+func labelWidth(label string) float64 { return 0.8*float64(utf8.RuneCountInString(label)) + 1 }
+
+// modelSummary is the model lane's second line: how many calls and tokens.
+func modelSummary(calls []trace.Span) string {
+	var in, out int64
+	for _, c := range calls {
+		in += c.InputTokens
+		out += c.OutputTokens
+	}
+	return fmt.Sprintf("%s · %d in / %d out", plural(len(calls), "call", "calls"), in, out)
 }
 
 // tickOffset prints an offset precisely enough to tell apart ticks a

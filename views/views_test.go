@@ -101,17 +101,21 @@ func fixtureRun() trace.Run {
 	}
 }
 
-// executionView builds the page's model the way the web handler does.
-func executionView(run trace.Run, showAll bool) views.ExecutionView {
+// executionView builds the page's model the way the web handler does;
+// orphans are the orphan effects near the execution, listed if unverified.
+func executionView(run trace.Run, showAll bool, orphans ...trace.Effect) views.ExecutionView {
 	gaps := trace.Gaps(run, trace.DefaultConfig)
 	fs := trace.AuditRun(run, trace.DefaultConfig)
+	verdict := trace.Judge(run, fs)
 	v := views.ExecutionView{
 		Execution: views.ExecutionRow{Execution: run.Execution, Counts: run.Counts(),
-			Findings: len(fs), CriticalFindings: trace.CriticalCount(fs)},
+			Findings: len(fs), CriticalFindings: trace.CriticalCount(fs), AuditState: verdict.State},
 		Timeline:   views.NewTimeline(views.TimelineInput{Run: run, Gaps: gaps, States: trace.EffectStates(run), ShowAll: showAll}),
 		ShowAllURL: views.ExecutionURL(run.Execution.ID) + "?lanes=all",
 		Gaps:       gaps,
 	}
+	v.Audit = views.NewAuditView(views.AuditInput{Run: run, Verdict: verdict, Findings: fs, NearbyOrphans: orphans,
+		Timeline: v.Timeline, ShowAllURL: v.ShowAllURL})
 	for _, f := range fs {
 		v.Findings = append(v.Findings, views.NewFindingView(f))
 	}
@@ -171,6 +175,16 @@ func one(t *testing.T, n *html.Node, id string) *html.Node {
 	return got[0]
 }
 
+// attrOK is an attribute's value and whether it is present at all.
+func attrOK(n *html.Node, key string) (string, bool) {
+	for _, a := range n.Attr {
+		if a.Key == key {
+			return a.Val, true
+		}
+	}
+	return "", false
+}
+
 func attr(n *html.Node, key string) string {
 	for _, a := range n.Attr {
 		if a.Key == key {
@@ -191,6 +205,10 @@ func text(n *html.Node) string {
 	}
 	return strings.Join(strings.Fields(strings.Join(parts, " ")), " ")
 }
+
+// prose is an element's text as a reader sees it: text nodes joined as
+// written, runs of white space collapsed.
+func prose(n *html.Node) string { return strings.Join(strings.Fields(rawText(n)), " ") }
 
 // rawText is an element's text as written, white space kept.
 func rawText(n *html.Node) string {
@@ -675,23 +693,39 @@ func TestKeyPage(t *testing.T) {
 func TestExecutionsPage(t *testing.T) {
 	run := fixtureRun()
 	rows := []views.ExecutionRow{
-		{Execution: run.Execution, Counts: run.Counts(), Findings: 2, CriticalFindings: 1},
-		{Execution: trace.Execution{ID: "exec_clean", Status: trace.StatusCompleted, StartedAt: at(0), EndedAt: at(4.5)}, Counts: trace.Counts{Steps: 1, Attempts: 1}},
-		{Execution: trace.Execution{ID: "exec_warn", Status: trace.StatusFailed, StartedAt: at(0)}, Findings: 3},
+		{Execution: run.Execution, Counts: run.Counts(), Findings: 2, CriticalFindings: 1, AuditState: trace.StateCritical},
+		{Execution: trace.Execution{ID: "exec_clean", Status: trace.StatusCompleted, StartedAt: at(0), EndedAt: at(4.5)}, Counts: trace.Counts{Steps: 1, Attempts: 1}, AuditState: trace.StateClean},
+		{Execution: trace.Execution{ID: "exec_warn", Status: trace.StatusFailed, StartedAt: at(0)}, Findings: 3, AuditState: trace.StateUnverified},
+		{Execution: trace.Execution{ID: "exec_old", Status: trace.StatusCompleted, StartedAt: at(0)}},
 	}
 	doc := renderPage(t, views.ExecutionsPage(views.ExecutionsView{Rows: rows, NextURL: "/?cursor=next", BaseURL: "http://127.0.0.1:9"}))
 	got := byTestID(doc, "execution-row")
 	if len(got) != len(rows) {
 		t.Fatalf("rows: got %d, want %d", len(got), len(rows))
 	}
-	wantBadges := [][]string{{"✗ 1 critical", "! 1 warning"}, {}, {"! 3 warnings"}}
+	wantBadges := [][]string{{"✗ 1 critical", "! 1 warning"}, {}, {"! 3 warnings"}, {}}
+	// The audit state in words; nothing for a row not analysed since.
+	wantAudit := [][]string{{"✗ critical"}, {"✓ clean"}, {"? unverified"}, {}}
 	for i := range rows {
 		if b := texts(byTestID(got[i], "findings-badge")); !slices.Equal(b, wantBadges[i]) {
 			t.Errorf("row %s badges: got %q, want %q", rows[i].ID, b, wantBadges[i])
 		}
+		audit := byTestID(got[i], "audit-badge")
+		if b := texts(audit); !slices.Equal(b, wantAudit[i]) {
+			t.Errorf("row %s audit badge: got %q, want %q", rows[i].ID, b, wantAudit[i])
+		}
+		for _, a := range audit {
+			if c := attr(a, "class"); !strings.Contains(c, "audit-badge-"+string(rows[i].AuditState)) {
+				t.Errorf("row %s audit badge class: got %q, want its state's", rows[i].ID, c)
+			}
+		}
 	}
-	if row := text(got[0]); !strings.Contains(row, "running exec_fixture billing-agent") {
-		t.Errorf("first row: got %q, want status, id and name", row)
+	// "✓ clean" is the audit's word only: a row with no finding is not clean.
+	if row := text(got[3]); strings.Contains(row, "clean") {
+		t.Errorf("row not analysed, no findings: got %q, want no claim of clean", row)
+	}
+	if row := text(got[0]); !strings.Contains(row, "running ✗ critical exec_fixture billing-agent") {
+		t.Errorf("first row: got %q, want status, audit state, id and name", row)
 	}
 	if row := text(got[1]); !strings.Contains(row, "4.5 s") || !strings.Contains(row, "✓ clean") {
 		t.Errorf("clean row: got %q, want its duration 4.5 s and ✓ clean", row)
@@ -704,9 +738,22 @@ func TestExecutionsPage(t *testing.T) {
 	if got := text(one(t, empty, "empty")); !strings.Contains(got, "curl http://127.0.0.1:9/api/v1/events") || !strings.Contains(got, "--demo") {
 		t.Errorf("empty list: got %q, want a curl line to this server and the demo", got)
 	}
-	filtered := renderPage(t, views.ExecutionsPage(views.ExecutionsView{Filter: views.ListFilter{Status: "failed"}}))
+	filtered := renderPage(t, views.ExecutionsPage(views.ExecutionsView{Filter: views.ListFilter{Status: "failed", Audit: "unverified"}}))
 	if got := text(one(t, filtered, "empty")); !strings.Contains(got, "No execution matches these filters") {
 		t.Errorf("empty filtered list: got %q, want it to say nothing matches", got)
+	}
+	sel := one(t, filtered, "audit-filter")
+	var options, selected []string
+	for d := range sel.Descendants() {
+		if d.Type == html.ElementNode && d.Data == "option" {
+			options = append(options, attr(d, "value"))
+			if _, ok := attrOK(d, "selected"); ok {
+				selected = append(selected, attr(d, "value"))
+			}
+		}
+	}
+	if attr(sel, "name") != "audit" || !slices.Equal(options, []string{"", "critical", "unverified", "clean"}) || !slices.Equal(selected, []string{"unverified"}) {
+		t.Errorf("audit filter: got name %q, options %q, selected %q, want audit, any and the three states, unverified selected", attr(sel, "name"), options, selected)
 	}
 }
 
@@ -859,6 +906,313 @@ func TestTimelineStaysInside(t *testing.T) {
 
 	if tl := views.NewTimeline(views.TimelineInput{Run: trace.Run{Execution: trace.Execution{ID: execID}}}); !tl.Empty {
 		t.Errorf("execution without timed attempts: got a timeline with %d lanes, want Empty", len(tl.Lanes))
+	}
+}
+
+// oneWrite is a completed execution: a read, then a write step that sends
+// an email, with the given effects in its outbox.
+func oneWrite(effects ...trace.Effect) trace.Run {
+	return trace.Run{
+		Execution: trace.Execution{ID: execID, Name: "billing-agent", Status: trace.StatusCompleted, StartedAt: at(0), EndedAt: at(2)},
+		Steps: []trace.Step{
+			step("step-1", "lookup_customer", trace.EffectRead, "", try(1, 0, 0.2, trace.OutcomeOK)),
+			step("step-2", "send_invoice_email", trace.EffectWrite, "mail-api", try(1, 0.3, 0.8, trace.OutcomeOK, key("ik_1"))),
+		},
+		Effects: effects,
+	}
+}
+
+// auditStates are the three blocks' test ids.
+var auditStates = []string{"audit-critical", "audit-unverified", "audit-clean"}
+
+// TestExecutionPageAuditStates checks that the page says exactly one of the
+// three audit states, and that only clean claims that every side effect
+// happened once.
+func TestExecutionPageAuditStates(t *testing.T) {
+	// An effect of the execution's trace whose span's tool call never arrived.
+	unattributed := trace.Effect{Provider: "mail-api", ID: "msg_u", ExecutionID: execID, TraceID: "4bf92f3577b34da6a3ce929d0e0e4736",
+		SpanID: "00f067aa0ba902b7", Target: "jordan@acme.dev", At: at(0.6)}
+	orphan := trace.Effect{Provider: "mail-api", ID: "msg_orphan", Target: "someone@acme.dev", IdempotencyKey: "ik_other", At: at(0.7)}
+	readOnly := manySteps(2)
+	unknown := oneWrite()
+	unknown.Steps[1] = step("step-2", "send_invoice_email", trace.EffectUnknown, "", try(1, 0.3, 0.8, trace.OutcomeOK))
+	tests := []struct {
+		name    string
+		run     trace.Run
+		orphans []trace.Effect
+		want    string   // the one audit block
+		text    []string // what it says
+		links   []string // hrefs it holds
+		orphanN int      // nearby orphans listed
+	}{
+		{name: "write step without an effect", run: oneWrite(), orphans: []trace.Effect{orphan}, want: "audit-unverified",
+			text: []string{"? Unverified: no outbox feed reported effects for 1 step: step-2 (send_invoice_email).",
+				"POST /api/v1/events", "POST /sandbox/mail/v1/send", "traceparent", "docs/otlp.md"},
+			links: []string{"#" + views.AttemptAnchor("step-2", 1), views.KeyURL("ik_other")}, orphanN: 1},
+		{name: "unknown step without an effect", run: unknown, want: "audit-unverified",
+			text: []string{"no outbox feed reported effects for 1 step: step-2 (send_invoice_email)."}},
+		{name: "an effect whose tool call was never exported", run: oneWrite(mail("msg_1", "ik_1", "step-2", 0.5), unattributed), want: "audit-unverified",
+			text:  []string{"? Unverified: 1 effect of this execution's trace came from a span whose tool call was never exported", "mail-api msg_u"},
+			links: []string{"#" + views.EffectAnchor("mail-api", "msg_u")}},
+		{name: "its effect", run: oneWrite(mail("msg_1", "ik_1", "step-2", 0.5)), want: "audit-clean",
+			text: []string{"✓ Clean: every side effect happened once — the effect of its one side-effecting step is known"}},
+		{name: "read only", run: readOnly, want: "audit-clean",
+			text: []string{"✓ Clean: every side effect happened once — no step of this execution has a side effect"}},
+		{name: "two effects", run: oneWrite(mail("msg_1", "ik_1", "step-2", 0.5), mail("msg_2", "ik_1", "step-2", 0.7)), want: "audit-critical",
+			text: []string{"✗ Critical: 1 critical finding, listed under Findings below."}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			doc := renderPage(t, views.ExecutionPage(executionView(tc.run, false, tc.orphans...)))
+			for _, id := range auditStates {
+				if got, want := len(byTestID(doc, id)), map[bool]int{true: 1}[id == tc.want]; got != want {
+					t.Errorf("data-testid=%s: got %d elements, want %d", id, got, want)
+				}
+			}
+			block := one(t, doc, tc.want)
+			got := prose(block)
+			for _, w := range tc.text {
+				if !strings.Contains(got, w) {
+					t.Errorf("%s: got %q, want it to contain %q", tc.want, got, w)
+				}
+			}
+			var hrefs []string
+			for d := range block.Descendants() {
+				if d.Type == html.ElementNode && d.Data == "a" {
+					hrefs = append(hrefs, attr(d, "href"))
+				}
+			}
+			for _, w := range tc.links {
+				if !slices.Contains(hrefs, w) {
+					t.Errorf("%s links: got %q, want one to %q", tc.want, hrefs, w)
+				}
+			}
+			if n := len(byTestID(doc, "nearby-orphan")); n != tc.orphanN {
+				t.Errorf("nearby orphans: got %d, want %d", n, tc.orphanN)
+			}
+			// Only clean may say it; no finding is not clean.
+			page := text(doc)
+			if claims := strings.Contains(page, "every side effect happened once"); claims != (tc.want == "audit-clean") {
+				t.Errorf("page claims every side effect happened once: got %v, want %v", claims, tc.want == "audit-clean")
+			}
+		})
+	}
+
+	t.Run("nearby orphan row", func(t *testing.T) {
+		doc := renderPage(t, views.ExecutionPage(executionView(oneWrite(), false, orphan)))
+		row := text(one(t, doc, "nearby-orphan"))
+		for _, w := range []string{"mail-api", "◇ orphan msg_orphan", "someone@acme.dev", "2026-06-30 14:02:00.700 UTC", "ik_other"} {
+			if !strings.Contains(row, w) {
+				t.Errorf("nearby orphan: got %q, want it to contain %q", row, w)
+			}
+		}
+	})
+
+	t.Run("a hidden lane links to every lane", func(t *testing.T) {
+		run := manySteps(views.DefaultMaxLanes + 1)
+		last := run.Steps[len(run.Steps)-1]
+		run.Steps[len(run.Steps)-1] = step(last.ID, "send_email", trace.EffectWrite, "", last.Attempts...)
+		block := one(t, renderPage(t, views.ExecutionPage(executionView(run, false))), "audit-unverified")
+		want := views.ExecutionURL(execID) + "?lanes=all#" + views.AttemptAnchor(last.ID, 1)
+		var hrefs []string
+		for d := range block.Descendants() {
+			if d.Type == html.ElementNode && d.Data == "a" {
+				hrefs = append(hrefs, attr(d, "href"))
+			}
+		}
+		if !slices.Contains(hrefs, want) {
+			t.Errorf("unverified step on a hidden lane: got links %q, want one to %q", hrefs, want)
+		}
+	})
+}
+
+// modelCall is a model-call span of the execution.
+func modelCall(id string, start, end float64, model string, in, out int64) trace.Span {
+	return trace.Span{ExecutionID: execID, TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanID: id, Role: trace.RoleModel,
+		Name: "chat " + model, Model: model, InputTokens: in, OutputTokens: out, StartedAt: at(start), EndedAt: at(end)}
+}
+
+// TestModelLane checks the model calls' lane: one bar each with the model
+// and its tokens, errors labelled, between the outbox and the steps, and
+// not counted as steps.
+func TestModelLane(t *testing.T) {
+	run := oneWrite(mail("msg_1", "ik_1", "step-2", 0.5))
+	failedCall := modelCall("0000000000000b02", 1.0, 1.9, "gpt-4o-mini", 0, 0)
+	failedCall.Error = "rate limited"
+	run.Spans = []trace.Span{
+		failedCall,
+		modelCall("0000000000000b01", 0, 0.9, "gpt-4o", 120, 18),
+		{ExecutionID: execID, SpanID: "0000000000000c01", Role: trace.RoleContext, Name: "agent step", StartedAt: at(0), EndedAt: at(2)},
+	}
+	v := executionView(run, false)
+	if v.Execution.Steps != 2 || v.Execution.Attempts != 2 || v.Execution.Retries != 0 {
+		t.Errorf("counts: got %d steps, %d attempts, %d retries, want 2, 2, 0: model calls are not steps",
+			v.Execution.Steps, v.Execution.Attempts, v.Execution.Retries)
+	}
+	doc := renderPage(t, views.ExecutionPage(v))
+	lane := one(t, doc, "model-lane")
+	if got := text(lane); !strings.HasPrefix(got, "model calls 2 calls · 120 in / 18 out") {
+		t.Errorf("model lane: got %q, want it to start with its label and totals", got)
+	}
+	calls := byTestID(lane, "model-call")
+	if len(calls) != 2 {
+		t.Fatalf("model calls: got %d, want 2", len(calls))
+	}
+	wantLabels := []string{"gpt-4o · 120 in / 18 out", "✗ gpt-4o-mini · error"}
+	for i, c := range calls {
+		if got := text(one(t, c, "model-label")); got != wantLabels[i] {
+			t.Errorf("model call %d label: got %q, want %q", i, got, wantLabels[i])
+		}
+	}
+	if title := text(calls[0]); !strings.Contains(title, "120 input tokens, 18 output tokens") {
+		t.Errorf("model call title: got %q, want the tokens", title)
+	}
+	if c := attr(calls[1], "class"); !strings.Contains(c, "model-error") || !strings.Contains(text(calls[1]), "error: rate limited") {
+		t.Errorf("failed model call: got class %q, text %q, want model-error and the error", c, text(calls[1]))
+	}
+	if n := len(byTestID(doc, "lane")); n != 2 {
+		t.Errorf("step lanes: got %d, want 2", n)
+	}
+
+	tl := v.Timeline
+	if tl.ModelY <= tl.OutboxY || tl.Lanes[0].Y < tl.ModelY+46 {
+		t.Errorf("lanes: got outbox at %d, model calls at %d, first step at %d, want them in that order", tl.OutboxY, tl.ModelY, tl.Lanes[0].Y)
+	}
+	if e := tl.Effects[0]; !e.Linked || e.LinkY != tl.Lanes[1].Y+6 {
+		t.Errorf("effect link: got to y %d, want the top of step-2's bar at %d", e.LinkY, tl.Lanes[1].Y+6)
+	}
+
+	// A narrow call at the right edge: its label ends where it ends.
+	edge := oneWrite()
+	edge.Spans = []trace.Span{modelCall("0000000000000b01", 0, 0.2, "gpt-4o", 120, 18), modelCall("0000000000000b02", 1.96, 2, "gpt-4o", 5, 1)}
+	last := views.NewTimeline(views.TimelineInput{Run: edge}).Models[1]
+	if last.Label == "" || last.Inside || last.TextAnchor != "end" || math.Abs(pctOf(t, last.TextX)-pctOf(t, last.X)-pctOf(t, last.W)) > 0.002 {
+		t.Errorf("narrow call at the right edge: got label %q at %s anchored %s, want one below ending at the bar's end", last.Label, last.TextX, last.TextAnchor)
+	}
+
+	none := views.NewTimeline(views.TimelineInput{Run: oneWrite()})
+	if len(none.Models) != 0 || none.Lanes[0].Y != none.OutboxY+64 {
+		t.Errorf("no model calls: got %d model bars, first lane at %d, want none and the lane right under the outbox", len(none.Models), none.Lanes[0].Y)
+	}
+	if doc := renderPage(t, views.ExecutionPage(executionView(oneWrite(), false))); len(byTestID(doc, "model-lane")) != 0 {
+		t.Errorf("no model calls: got a model lane, want none")
+	}
+}
+
+// TestModelLaneMany checks that fifty short model calls each get a bar and
+// a title, and that the labels that show do not run into each other.
+func TestModelLaneMany(t *testing.T) {
+	run := oneWrite()
+	for i := range 50 {
+		s := 0.3 + float64(i)*0.03
+		run.Spans = append(run.Spans, modelCall(fmt.Sprintf("%016x", i+1), s, s+0.02, "gpt-4o", 1000, 50))
+	}
+	run.Spans[49].EndedAt = at(30) // one long call at the end
+	tl := views.NewTimeline(views.TimelineInput{Run: run})
+	if len(tl.Models) != 50 {
+		t.Fatalf("model bars: got %d, want 50", len(tl.Models))
+	}
+	labelled := 0
+	belowEnd := 0.0 // where the last label below a bar ends
+	for i, m := range tl.Models {
+		if !strings.Contains(m.Title, "gpt-4o") || !strings.Contains(m.Title, "1000 input tokens, 50 output tokens") {
+			t.Errorf("model call %d title: got %q, want the model and its tokens", i, m.Title)
+		}
+		if m.Label == "" {
+			continue
+		}
+		labelled++
+		x, w := pctOf(t, m.X), pctOf(t, m.W)
+		// 12 px text on an 850 px timeline: about 0.8% a character.
+		lw := 0.8 * float64(len([]rune(m.Label)))
+		from, to := pctOf(t, m.TextX), pctOf(t, m.TextX)+lw
+		if m.TextAnchor == "end" {
+			from, to = from-lw, from
+		}
+		switch {
+		case m.Inside && (from < x || to > x+w):
+			t.Errorf("model call %d: got label %q at %v%%–%v%% inside a bar at %v%%–%v%%, want it to fit", i, m.Label, from, to, x, x+w)
+		case !m.Inside && from < belowEnd:
+			t.Errorf("model call %d: got label %q from %v%%, over the previous label ending at %v%%", i, m.Label, from, belowEnd)
+		case !m.Inside && i+1 < len(tl.Models) && m.TextAnchor == "start" && to > pctOf(t, tl.Models[i+1].X):
+			t.Errorf("model call %d: got label %q running into the next call at %s", i, m.Label, tl.Models[i+1].X)
+		}
+		if !m.Inside {
+			belowEnd = to
+		}
+	}
+	if labelled == 0 || labelled == 50 {
+		t.Errorf("labelled model calls: got %d of 50, want the wide one labelled and the narrow ones not", labelled)
+	}
+	if last := tl.Models[49]; last.Label != "gpt-4o · 1000 in / 50 out" || !last.Inside {
+		t.Errorf("long model call: got label %q inside %v, want the full label inside", last.Label, last.Inside)
+	}
+}
+
+// spanned is oneWrite whose write attempt came from a tool span that made
+// an HTTP call through a context span, beside an HTTP call of another span.
+func spanned() trace.Run {
+	run := oneWrite(mail("msg_1", "ik_1", "step-2", 0.5))
+	run.Steps[1].Attempts[0].SpanID = "00000000000000a1"
+	run.Spans = []trace.Span{
+		{ExecutionID: execID, SpanID: "00000000000000c1", ParentSpanID: "00000000000000a1", Role: trace.RoleContext, Name: "mail.send", StartedAt: at(0.35), EndedAt: at(0.75)},
+		{ExecutionID: execID, SpanID: "00000000000000h1", ParentSpanID: "00000000000000c1", Role: trace.RoleHTTP, Name: "POST",
+			HTTPMethod: "POST", HTTPURL: "https://api.mail.test/v1/send", HTTPStatus: 200, StartedAt: at(0.4), EndedAt: at(0.6)},
+		{ExecutionID: execID, SpanID: "00000000000000h2", ParentSpanID: "00000000000000ff", Role: trace.RoleHTTP,
+			HTTPMethod: "GET", HTTPURL: "https://elsewhere.test/", HTTPStatus: 404, StartedAt: at(0.1), EndedAt: at(0.2)},
+	}
+	return run
+}
+
+// TestAttemptHTTPCalls checks that an attempt's detail lists the HTTP
+// calls made under its span, and that its bar marks them.
+func TestAttemptHTTPCalls(t *testing.T) {
+	run := spanned()
+	v := findAttempt(t, run, "step-2", 1)
+	v.HTTPCalls = views.HTTPCalls(run, v.Attempt)
+	d := renderFragment(t, views.AttemptDetail(v))
+	calls := texts(byTestID(d, "http-call"))
+	if want := []string{"POST https://api.mail.test/v1/send → 200, 200 ms"}; !slices.Equal(calls, want) {
+		t.Errorf("HTTP calls: got %q, want %q", calls, want)
+	}
+	if other := findAttempt(t, run, "step-1", 1); len(views.HTTPCalls(run, other.Attempt)) != 0 {
+		t.Errorf("an attempt without a span: got HTTP calls, want none")
+	}
+
+	doc := renderPage(t, views.ExecutionPage(executionView(run, false)))
+	marks := byTestID(doc, "http-mark")
+	if len(marks) != 1 || laneOf(marks[0]) != "step-2" {
+		t.Fatalf("HTTP marks: got %d, want 1 on step-2", len(marks))
+	}
+	bar := views.NewTimeline(views.TimelineInput{Run: run}).Lanes[1].Bars[0]
+	bx, bw, mx, mw := pctOf(t, bar.X), pctOf(t, bar.W), pctOf(t, attr(marks[0], "x")), pctOf(t, attr(marks[0], "width"))
+	if mx < bx || mx+mw > bx+bw+0.002 || mw <= 0 {
+		t.Errorf("HTTP mark: got %v%%–%v%%, want inside its bar %v%%–%v%%", mx, mx+mw, bx, bx+bw)
+	}
+}
+
+// TestUnknownClass checks that a step nobody classified says so on its lane
+// and in its detail.
+func TestUnknownClass(t *testing.T) {
+	run := oneWrite()
+	run.Steps[1] = step("step-2", "search_docs", trace.EffectUnknown, "", try(1, 0.3, 0.8, trace.OutcomeOK))
+	doc := renderPage(t, views.ExecutionPage(executionView(run, false)))
+	badge := one(t, doc, "unknown-badge")
+	if got := text(badge); got != "? unknown" || laneOf(badge) != "step-2" {
+		t.Errorf("unknown badge: got %q on lane %q, want ? unknown on step-2", got, laneOf(badge))
+	}
+	for _, l := range byTestID(doc, "lane") {
+		if attr(l, "data-step") == "step-2" && !strings.Contains(text(l), "unclassified tool: treated as possibly writing") {
+			t.Errorf("unknown lane: got %q, want its title to explain the class", text(l))
+		}
+	}
+	d := renderFragment(t, views.AttemptDetail(findAttempt(t, run, "step-2", 1)))
+	if got, want := text(one(t, d, "detail-class")), "(unknown (unclassified tool: treated as possibly writing))"; got != want {
+		t.Errorf("detail class: got %q, want %q", got, want)
+	}
+	d = renderFragment(t, views.AttemptDetail(findAttempt(t, run, "step-1", 1)))
+	if got, want := text(one(t, d, "detail-class")), "(read)"; got != want {
+		t.Errorf("detail class: got %q, want %q", got, want)
 	}
 }
 

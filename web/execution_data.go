@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"time"
 
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
@@ -13,7 +14,14 @@ type executionData struct {
 	findings []trace.Finding
 	states   map[trace.EffectRef]trace.MatchState
 	gaps     []trace.Gap
+	verdict  trace.Verdict
+	// nearbyOrphans are orphan effects within the execution's time window,
+	// listed when it is unverified: they may be what it caused.
+	nearbyOrphans []trace.Effect
 }
+
+// maxNearbyOrphans bounds the orphan effects an unverified execution lists.
+const maxNearbyOrphans = 20
 
 func (s *Server) loadExecution(ctx context.Context, id string) (executionData, error) {
 	var d executionData
@@ -32,5 +40,36 @@ func (s *Server) loadExecution(ctx context.Context, id string) (executionData, e
 		return d, err
 	}
 	d.gaps = trace.Gaps(d.run, s.cfg.Analysis)
+	d.verdict = trace.Judge(d.run, d.findings)
+	if d.verdict.State == trace.StateUnverified {
+		from, to := runWindow(d.run)
+		if d.nearbyOrphans, err = s.cfg.DB.OrphanEffectsBetween(ctx, from, to, maxNearbyOrphans); err != nil {
+			return d, err
+		}
+	}
 	return d, nil
+}
+
+// runWindow is the execution's start to its end, or to its last known time
+// while it has none.
+func runWindow(r trace.Run) (from, to time.Time) {
+	from, to = r.Execution.StartedAt, r.Execution.EndedAt
+	widen := func(t time.Time) {
+		if t.IsZero() {
+			return
+		}
+		if from.IsZero() || t.Before(from) {
+			from = t
+		}
+		if to.IsZero() || t.After(to) {
+			to = t
+		}
+	}
+	for _, s := range r.Steps {
+		for _, a := range s.Attempts {
+			widen(a.StartedAt)
+			widen(a.EndedAt)
+		}
+	}
+	return from, to
 }

@@ -3,6 +3,7 @@ package web
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -20,6 +21,7 @@ type executionListResponse struct {
 // executionQuery is what GET /api/v1/executions and the list page accept.
 type executionQuery struct {
 	Status      string `query:"status"`
+	Audit       string `query:"audit"`
 	Name        string `query:"name"`
 	HasFindings string `query:"has_findings"`
 	Q           string `query:"q"`
@@ -37,6 +39,13 @@ func (q executionQuery) filter() (store.ExecutionFilter, error) {
 			return f, badQuery("status: must be running, completed, failed or cancelled")
 		}
 		f.Status = st
+	}
+	if q.Audit != "" {
+		st := trace.AuditState(q.Audit)
+		if !slices.Contains(trace.AuditStates, st) {
+			return f, badQuery("audit: must be critical, unverified or clean")
+		}
+		f.AuditState = st
 	}
 	if q.HasFindings != "" {
 		b, err := strconv.ParseBool(q.HasFindings)
@@ -123,10 +132,16 @@ func (s *Server) handleExecutionList(c echo.Context) error {
 // The execution's JSON twin: attempts carry their derived outcome.
 type executionDetail struct {
 	Execution executionHeader `json:"execution"`
-	Steps     []stepJSON      `json:"steps"`
-	Effects   []effectJSON    `json:"effects"`
-	Gaps      []trace.Gap     `json:"gaps"`
-	Findings  []trace.Finding `json:"findings"`
+	// Audit is what the audit may claim: critical, unverified or clean.
+	Audit      trace.Verdict   `json:"audit"`
+	Steps      []stepJSON      `json:"steps"`
+	ModelCalls []trace.Span    `json:"model_calls"`
+	Effects    []effectJSON    `json:"effects"`
+	Gaps       []trace.Gap     `json:"gaps"`
+	Findings   []trace.Finding `json:"findings"`
+	// NearbyOrphans, for an unverified execution, are orphan effects
+	// within its time window.
+	NearbyOrphans []trace.Effect `json:"nearby_orphan_effects,omitempty"`
 }
 
 type executionHeader struct {
@@ -147,6 +162,7 @@ type stepJSON struct {
 
 type attemptJSON struct {
 	Attempt        int              `json:"attempt"`
+	SpanID         string           `json:"span_id,omitempty"`
 	Outcome        trace.Outcome    `json:"outcome"`
 	Deduplicated   bool             `json:"deduplicated"`
 	IdempotencyKey string           `json:"idempotency_key"`
@@ -185,10 +201,16 @@ func (s *Server) handleExecutionShow(c echo.Context) error {
 		Execution: executionHeader{Execution: run.Execution, Counts: run.Counts(),
 			DurationMS: durationMS(run.Execution.StartedAt, run.Execution.EndedAt),
 			Findings:   len(d.findings), CriticalFindings: trace.CriticalCount(d.findings)},
-		Steps:    []stepJSON{},
-		Effects:  []effectJSON{},
-		Gaps:     d.gaps,
-		Findings: d.findings,
+		Audit:         d.verdict,
+		Steps:         []stepJSON{},
+		ModelCalls:    run.ModelCalls(),
+		Effects:       []effectJSON{},
+		Gaps:          d.gaps,
+		Findings:      d.findings,
+		NearbyOrphans: d.nearbyOrphans,
+	}
+	if out.ModelCalls == nil {
+		out.ModelCalls = []trace.Span{}
 	}
 	if out.Gaps == nil {
 		out.Gaps = []trace.Gap{}
@@ -197,7 +219,7 @@ func (s *Server) handleExecutionShow(c echo.Context) error {
 		sj := stepJSON{StepID: st.ID, Tool: st.ToolName(), Effect: string(st.Class()), Provider: st.ProviderName(), Attempts: []attemptJSON{}}
 		for _, a := range st.Attempts {
 			sj.Attempts = append(sj.Attempts, attemptJSON{
-				Attempt: a.Number, Outcome: run.Outcome(a), Deduplicated: a.Deduplicated, IdempotencyKey: a.IdempotencyKey,
+				Attempt: a.Number, SpanID: a.SpanID, Outcome: run.Outcome(a), Deduplicated: a.Deduplicated, IdempotencyKey: a.IdempotencyKey,
 				Worker: a.Worker, StartedAt: a.StartedAt, EndedAt: a.EndedAt, DurationMS: durationMS(a.StartedAt, a.EndedAt),
 				Tool: a.Tool, Args: a.Args, Result: a.Result, Error: a.Error, Conflicts: a.Conflicts,
 			})

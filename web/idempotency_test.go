@@ -795,6 +795,11 @@ func (h *history) execution(i int) {
 				// the key's one keyed effect is exec_030's.
 				a.outcome, a.dedup, a.delivered = trace.OutcomeError, false, false
 			}
+			if i == 11 && j == 1 && final {
+				// The provider answers the second user of exec_010's key
+				// from the response it stored for exec_010: suppressed.
+				a.outcome, a.dedup, a.delivered = trace.OutcomeOK, true, false
+			}
 			if keyDrift && j == 0 {
 				// A buggy client recomputes the key when it reports the end:
 				// the attempt's events disagree on its key.
@@ -944,7 +949,7 @@ func (h *history) emitEffects(execID string, s genStep, attempts []genAttempt, i
 			"at": h.ts(a.start.Add(h.ms(1, 30)))}
 		// An effect keyed by a disagreeing end key names nothing else, so
 		// that whether it is an orphan depends on which key the merge keeps.
-		named := (a.key == "" || r.Intn(2) == 0) && a.endKey == ""
+		named := (a.key == "" || r.Intn(2) == 0 || i == 10) && a.endKey == ""
 		if a.key != "" {
 			ev["idempotency_key"] = cmp.Or(a.endKey, a.key)
 		}

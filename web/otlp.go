@@ -7,8 +7,11 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"sync/atomic"
 
 	"github.com/labstack/echo/v4"
+	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
+	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
 	"github.com/oncetrace/oncetrace/ingest"
@@ -19,8 +22,22 @@ const (
 	otlpJSON     = "application/json"
 )
 
-// otlpTracesPath is where OTLP/HTTP exporters post traces.
-const otlpTracesPath = "/v1/traces"
+// The paths OTLP/HTTP exporters post to, given the base endpoint
+// (OTEL_EXPORTER_OTLP_ENDPOINT). Only traces are stored; logs and metrics
+// are accepted and dropped, so that an SDK exporting all three signals to
+// the base endpoint does not log export failures.
+const (
+	otlpTracesPath  = "/v1/traces"
+	otlpLogsPath    = "/v1/logs"
+	otlpMetricsPath = "/v1/metrics"
+)
+
+// IsOTLPPath reports whether path is one of the OTLP/HTTP paths the server
+// answers (/v1/traces, /v1/logs, /v1/metrics): what a listener reserved for
+// exporters (serve --otlp-addr) should let through.
+func IsOTLPPath(path string) bool {
+	return path == otlpTracesPath || path == otlpLogsPath || path == otlpMetricsPath
+}
 
 // gRPC status codes used in OTLP/HTTP error bodies.
 const (
@@ -31,14 +48,28 @@ const (
 	codeUnauthenticated   = 16
 )
 
-// handleOTLPTraces is POST /v1/traces, OTLP/HTTP: protobuf or JSON,
-// optionally gzipped, answered in the request's own encoding. Spans are
-// mapped onto native events (ingest.MapOTLP) and go through the same writer.
-func (s *Server) handleOTLPTraces(c echo.Context) error {
+// otlpDropped counts what /v1/logs and /v1/metrics accepted and dropped
+// since the server started; /healthz shows it.
+type otlpDropped struct {
+	logRecords   atomic.Int64
+	metricPoints atomic.Int64
+}
+
+// otlpRequest is what the pdata export requests of every signal can do.
+type otlpRequest interface {
+	UnmarshalProto([]byte) error
+	UnmarshalJSON([]byte) error
+}
+
+// readOTLP checks the Content-Type, reads the body (gunzipped, within the
+// body limit) and decodes it into export, whose message name the 400 names.
+// When ok is false the error answer has been written and err is what the
+// handler returns.
+func (s *Server) readOTLP(c echo.Context, export otlpRequest, message string) (mt string, ok bool, err error) {
 	req := c.Request()
-	mt, _, err := mime.ParseMediaType(req.Header.Get(echo.HeaderContentType))
+	mt, _, err = mime.ParseMediaType(req.Header.Get(echo.HeaderContentType))
 	if err != nil || (mt != otlpProtobuf && mt != otlpJSON) {
-		return otlpError(c, otlpJSON, http.StatusUnsupportedMediaType, codeInvalidArgument,
+		return otlpJSON, false, otlpError(c, otlpJSON, http.StatusUnsupportedMediaType, codeInvalidArgument,
 			"Content-Type: send application/x-protobuf or application/json")
 	}
 	body := http.MaxBytesReader(c.Response(), req.Body, s.cfg.Limits.BodyBytes)
@@ -46,32 +77,54 @@ func (s *Server) handleOTLPTraces(c echo.Context) error {
 	if err != nil {
 		var re *ingest.RequestError
 		if errors.As(err, &re) {
-			return otlpError(c, mt, re.Status, codeInvalidArgument, re.Msg)
+			return mt, false, otlpError(c, mt, re.Status, codeInvalidArgument, re.Msg)
 		}
-		return otlpError(c, mt, http.StatusBadRequest, codeInvalidArgument, "body: "+err.Error())
+		return mt, false, otlpError(c, mt, http.StatusBadRequest, codeInvalidArgument, "body: "+err.Error())
 	}
-	export := ptraceotlp.NewExportRequest()
 	if mt == otlpProtobuf {
 		err = export.UnmarshalProto(data)
 	} else {
 		err = export.UnmarshalJSON(data)
 	}
 	if err != nil {
-		return otlpError(c, mt, http.StatusBadRequest, codeInvalidArgument, "body: not a valid OTLP ExportTraceServiceRequest: "+err.Error())
+		return mt, false, otlpError(c, mt, http.StatusBadRequest, codeInvalidArgument, "body: not a valid OTLP "+message+": "+err.Error())
 	}
-	mapped := ingest.MapOTLP(export.Traces(), s.cfg.Limits)
-	if _, err := s.cfg.Writer.Write(req.Context(), mapped.Events); err != nil {
+	return mt, true, nil
+}
+
+// otlpSuccess answers a fully successful export: an Export*ServiceResponse
+// with partial_success unset, as OTLP asks, which is the same empty message
+// for every signal (no bytes in protobuf, {} in JSON).
+func otlpSuccess(c echo.Context, mt string) error {
+	if mt == otlpProtobuf {
+		return c.Blob(http.StatusOK, otlpProtobuf, []byte{})
+	}
+	return c.Blob(http.StatusOK, otlpJSON, []byte("{}"))
+}
+
+// handleOTLPTraces is POST /v1/traces, OTLP/HTTP: protobuf or JSON,
+// optionally gzipped, answered in the request's own encoding. Spans are
+// mapped onto native events (ingest.MapOTLP) and go through the same writer.
+func (s *Server) handleOTLPTraces(c echo.Context) error {
+	export := ptraceotlp.NewExportRequest()
+	mt, ok, err := s.readOTLP(c, export, "ExportTraceServiceRequest")
+	if !ok {
+		return err
+	}
+	mapped := ingest.MapOTLP(export.Traces(), ingest.OTLPConfig{Limits: s.cfg.Limits, ToolClasses: s.cfg.ToolClasses})
+	if _, err := s.cfg.Writer.Write(c.Request().Context(), mapped.Events); err != nil {
 		if errors.Is(err, ingest.ErrOverloaded) || errors.Is(err, ingest.ErrClosed) {
 			c.Response().Header().Set("Retry-After", "1")
 			return otlpError(c, mt, http.StatusServiceUnavailable, codeUnavailable, "ingest: the writer is busy; retry after the Retry-After delay")
 		}
 		return err
 	}
-	resp := ptraceotlp.NewExportResponse()
-	if mapped.Rejected > 0 {
-		resp.PartialSuccess().SetRejectedSpans(int64(mapped.Rejected))
-		resp.PartialSuccess().SetErrorMessage(strings.Join(mapped.Reasons, "; "))
+	if mapped.Rejected == 0 {
+		return otlpSuccess(c, mt)
 	}
+	resp := ptraceotlp.NewExportResponse()
+	resp.PartialSuccess().SetRejectedSpans(int64(mapped.Rejected))
+	resp.PartialSuccess().SetErrorMessage(strings.Join(mapped.Reasons, "; "))
 	var out []byte
 	if mt == otlpProtobuf {
 		out, err = resp.MarshalProto()
@@ -82,6 +135,32 @@ func (s *Server) handleOTLPTraces(c echo.Context) error {
 		return err
 	}
 	return c.Blob(http.StatusOK, mt, out)
+}
+
+// handleOTLPLogs is POST /v1/logs: the request is checked and decoded as
+// for traces, its log records are counted, and nothing is stored. The
+// answer is a full success, since the records were accepted (and dropped on
+// purpose); a partial_success would make SDKs log a warning per export.
+func (s *Server) handleOTLPLogs(c echo.Context) error {
+	export := plogotlp.NewExportRequest()
+	mt, ok, err := s.readOTLP(c, export, "ExportLogsServiceRequest")
+	if !ok {
+		return err
+	}
+	s.dropped.logRecords.Add(int64(export.Logs().LogRecordCount()))
+	return otlpSuccess(c, mt)
+}
+
+// handleOTLPMetrics is POST /v1/metrics, as handleOTLPLogs: its data points
+// are counted and dropped.
+func (s *Server) handleOTLPMetrics(c echo.Context) error {
+	export := pmetricotlp.NewExportRequest()
+	mt, ok, err := s.readOTLP(c, export, "ExportMetricsServiceRequest")
+	if !ok {
+		return err
+	}
+	s.dropped.metricPoints.Add(int64(export.Metrics().DataPointCount()))
+	return otlpSuccess(c, mt)
 }
 
 // otlpError answers with a google.rpc.Status in the request's encoding, as
@@ -100,7 +179,7 @@ func otlpError(c echo.Context, mt string, status, code int, msg string) error {
 	return c.Blob(status, otlpJSON, out)
 }
 
-// otlpFailure answers an error raised outside handleOTLPTraces (the ingest
+// otlpFailure answers an error raised outside the OTLP handlers (the ingest
 // token check, a method not allowed, an internal error) as OTLP/HTTP asks
 // of every 4xx and 5xx: a Status in the request's encoding, not the HTML
 // or {"error"} body of the other routes.

@@ -19,7 +19,7 @@ func (s *Server) handleExecutionListPage(c echo.Context) error {
 	if err := bindQuery(c, &q); err != nil {
 		return err
 	}
-	form := views.ListFilter{Status: q.Status, Name: q.Name, HasFindings: q.HasFindings, Q: q.Q, From: q.From, To: q.To}
+	form := views.ListFilter{Status: q.Status, Audit: q.Audit, Name: q.Name, HasFindings: q.HasFindings, Q: q.Q, From: q.From, To: q.To}
 	// The form's datetime-local inputs carry no zone: they are read as UTC,
 	// the zone every time on the page is shown in without JavaScript.
 	q.From, q.To = formTime(q.From), formTime(q.To)
@@ -53,7 +53,7 @@ func formTime(v string) string {
 }
 
 func executionRow(r store.ExecutionSummary) views.ExecutionRow {
-	return views.ExecutionRow{Execution: r.Execution, Counts: r.Counts, Findings: r.Findings, CriticalFindings: r.CriticalFindings}
+	return views.ExecutionRow{Execution: r.Execution, Counts: r.Counts, Findings: r.Findings, CriticalFindings: r.CriticalFindings, AuditState: r.AuditState}
 }
 
 // handleExecutionShowPage is GET /executions/:id: findings, then the
@@ -73,12 +73,14 @@ func (s *Server) executionView(d executionData, showAll bool, now time.Time) vie
 	id := d.run.Execution.ID
 	v := views.ExecutionView{
 		Execution: views.ExecutionRow{Execution: d.run.Execution, Counts: d.run.Counts(),
-			Findings: len(d.findings), CriticalFindings: trace.CriticalCount(d.findings)},
+			Findings: len(d.findings), CriticalFindings: trace.CriticalCount(d.findings), AuditState: d.verdict.State},
 		Timeline: views.NewTimeline(views.TimelineInput{Run: d.run, Gaps: d.gaps, States: d.states, ShowAll: showAll,
 			Now: now, SilenceAfter: s.cfg.Analysis.GapThreshold}),
 		ShowAllURL: views.ExecutionURL(id) + "?lanes=all",
 		Gaps:       d.gaps,
 	}
+	v.Audit = views.NewAuditView(views.AuditInput{Run: d.run, Verdict: d.verdict, Findings: d.findings,
+		NearbyOrphans: d.nearbyOrphans, Timeline: v.Timeline, ShowAllURL: v.ShowAllURL})
 	if d.run.Execution.Status == trace.StatusRunning {
 		v.LiveURL = "/api/v1/live?" + url.Values{"view": {"execution"}, "execution_id": {id}}.Encode()
 	}
@@ -106,7 +108,8 @@ func (s *Server) handleAttemptPage(c echo.Context) error {
 		}
 		for _, a := range st.Attempts {
 			if a.Number == n {
-				v := views.AttemptView{ExecutionID: run.Execution.ID, Step: st, Attempt: a, Outcome: run.Outcome(a), Effects: run.StepEffects()[st.ID]}
+				v := views.AttemptView{ExecutionID: run.Execution.ID, Step: st, Attempt: a, Outcome: run.Outcome(a),
+					Effects: run.StepEffects()[st.ID], HTTPCalls: views.HTTPCalls(run, a)}
 				if wantsFragment(c) {
 					return render(c, http.StatusOK, views.AttemptDetail(v))
 				}

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"html"
 	"io"
 	"mime"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -262,7 +264,7 @@ func TestPages(t *testing.T) {
 			twin: "/api/v1/executions/" + uiDupExec, twinWant: `"step_id":"step-4"`},
 		{path: "/executions/" + uiCrashExec, status: 200, want: []string{"53 s — no process running", "worker pid-1 → pid-2", `data-testid="replay-ghost"`, "? lost"},
 			twin: "/api/v1/executions/" + uiCrashExec, twinWant: `"kind":"crash"`},
-		{path: "/executions/exec_safe", status: 200, want: []string{`data-testid="dedupe-badge"`, `data-testid="clean"`},
+		{path: "/executions/exec_safe", status: 200, want: []string{`data-testid="dedupe-badge"`, `data-testid="audit-clean"`},
 			twin: "/api/v1/executions/exec_safe", twinWant: `"deduplicated":true`},
 		{path: "/executions/exec_running", status: 200, want: []string{"… running"},
 			twin: "/api/v1/executions/exec_running", twinWant: `"outcome":"running"`},
@@ -321,4 +323,177 @@ func TestPages(t *testing.T) {
 			t.Errorf("GET %s: got %d %q, want 200 %s", path, r.status, r.header.Get("Content-Type"), want)
 		}
 	}
+}
+
+// auditEvents are executions in each audit state, one with model calls and
+// an HTTP call under its tool attempt, and an orphan email near them. Times
+// are an hour after the UI fixture's.
+func auditEvents() []map[string]any {
+	base := uiBase.Add(time.Hour)
+	ts := func(sec float64) string {
+		return base.Add(time.Duration(sec * float64(time.Second))).Format(time.RFC3339Nano)
+	}
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	var events []map[string]any
+	write := func(exec string, start float64, more map[string]any) {
+		events = append(events,
+			map[string]any{"type": "execution", "execution_id": exec, "name": "audit-agent", "status": "completed", "started_at": ts(start), "ended_at": ts(start + 2)},
+			map[string]any{"type": "attempt", "execution_id": exec, "step_id": "step-1", "attempt": 1, "tool": "send_invoice_email", "effect": "write",
+				"provider": "mail-api", "idempotency_key": "ik_" + exec, "started_at": ts(start + 0.1), "ended_at": ts(start + 0.6), "outcome": "ok"})
+		for k, v := range more {
+			events[len(events)-1][k] = v
+		}
+	}
+	email := func(exec, id string, sec float64) {
+		events = append(events, map[string]any{"type": "effect", "provider": "mail-api", "effect_id": id, "idempotency_key": "ik_" + exec,
+			"execution_id": exec, "step_id": "step-1", "target": "jordan@acme.dev", "at": ts(sec)})
+	}
+	// No outbox feed reported an effect of its write step.
+	write("exec_unverified", 0, nil)
+	// Its tool call made one HTTP request, and the model was called twice.
+	write("exec_verified", 10, map[string]any{"trace_id": traceID, "span_id": "00f067aa0ba902b7"})
+	email("exec_verified", "msg_v1", 10.4)
+	events = append(events,
+		map[string]any{"type": "span", "execution_id": "exec_verified", "trace_id": traceID, "span_id": "00f067aa0ba902c1", "parent_span_id": "00f067aa0ba902b7",
+			"role": "http", "name": "POST", "http_method": "POST", "http_url": "https://api.mail.test/v1/send", "http_status": 200,
+			"started_at": ts(10.2), "ended_at": ts(10.45)},
+		map[string]any{"type": "span", "execution_id": "exec_verified", "trace_id": traceID, "span_id": "00f067aa0ba902d1",
+			"role": "model", "name": "chat gpt-4o", "model": "gpt-4o", "input_tokens": 120, "output_tokens": 18,
+			"started_at": ts(10.7), "ended_at": ts(11.9)},
+		map[string]any{"type": "span", "execution_id": "exec_verified", "trace_id": traceID, "span_id": "00f067aa0ba902d2",
+			"role": "model", "name": "chat gpt-4o", "model": "gpt-4o", "error": "rate limited",
+			"started_at": ts(11.95), "ended_at": ts(11.99)},
+	)
+	// Two emails for one step.
+	write("exec_twice", 20, nil)
+	email("exec_twice", "msg_t1", 20.3)
+	email("exec_twice", "msg_t2", 20.5)
+	// An email no attempt sent, while exec_unverified ran.
+	events = append(events, map[string]any{"type": "effect", "provider": "mail-api", "effect_id": "msg_stray", "target": "jordan@acme.dev", "at": ts(1)})
+	return events
+}
+
+// TestExecutionAuditPages checks the three audit states on the execution
+// page and the list's audit filter, the model calls' lane and the HTTP
+// calls of an attempt, through a real server.
+func TestExecutionAuditPages(t *testing.T) {
+	base := startPagesServer(t)
+	postUIEvents(t, base, auditEvents())
+
+	tests := []struct {
+		exec  string
+		state string   // the one audit block
+		want  []string // substrings of the page
+	}{
+		{"exec_unverified", "audit-unverified", []string{"no outbox feed reported effects for 1 step", "POST /sandbox/mail/v1/send",
+			`data-testid="nearby-orphan"`, "msg_stray"}},
+		{"exec_verified", "audit-clean", []string{"✓ Clean: every side effect happened once"}},
+		{"exec_twice", "audit-critical", []string{"✗ Critical:", "duplicate_effect"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.exec, func(t *testing.T) {
+			path := views.ExecutionURL(tc.exec)
+			r := fetchPage(t, base+path, false)
+			checkHTMLResponse(t, path, r, http.StatusOK, false)
+			for _, id := range []string{"audit-critical", "audit-unverified", "audit-clean"} {
+				has := bytes.Contains(r.body, []byte(`data-testid="`+id+`"`))
+				if has != (id == tc.state) {
+					t.Errorf("GET %s: data-testid=%s present: got %v, want %v", path, id, has, id == tc.state)
+				}
+			}
+			if claims := bytes.Contains(r.body, []byte("every side effect happened once")); claims != (tc.state == "audit-clean") {
+				t.Errorf("GET %s: claims every side effect happened once: got %v, want %v", path, claims, tc.state == "audit-clean")
+			}
+			for _, w := range tc.want {
+				if !bytes.Contains(r.body, []byte(w)) {
+					t.Errorf("GET %s: got a body without %q, want it", path, w)
+				}
+			}
+			j := fetchPage(t, base+"/api/v1"+path, false)
+			var twin struct {
+				Audit struct {
+					State string `json:"state"`
+				} `json:"audit"`
+			}
+			if err := json.Unmarshal(j.body, &twin); err != nil || "audit-"+twin.Audit.State != tc.state {
+				t.Errorf("GET /api/v1%s: got audit state %q (%v), want %s", path, twin.Audit.State, err, strings.TrimPrefix(tc.state, "audit-"))
+			}
+		})
+	}
+
+	t.Run("model lane", func(t *testing.T) {
+		path := views.ExecutionURL("exec_verified")
+		r := fetchPage(t, base+path, false)
+		for _, w := range []string{`data-testid="model-lane"`, "gpt-4o · 120 in / 18 out", "120 input tokens, 18 output tokens",
+			"error: rate limited", "2 calls · 120 in / 18 out"} {
+			if !bytes.Contains(r.body, []byte(w)) && !bytes.Contains(r.body, []byte(html.EscapeString(w))) {
+				t.Errorf("GET %s: got a body without %q, want it", path, w)
+			}
+		}
+		if n := bytes.Count(r.body, []byte(`data-testid="model-call"`)); n != 2 {
+			t.Errorf("GET %s: got %d model calls, want 2", path, n)
+		}
+		// Model calls are not steps.
+		if n := bytes.Count(r.body, []byte(`data-testid="lane"`)); n != 1 {
+			t.Errorf("GET %s: got %d step lanes, want 1", path, n)
+		}
+		j := fetchPage(t, base+"/api/v1"+path, false)
+		var twin struct {
+			Execution struct {
+				Steps    int `json:"steps"`
+				Attempts int `json:"attempts"`
+			} `json:"execution"`
+			ModelCalls []trace.Span `json:"model_calls"`
+		}
+		if err := json.Unmarshal(j.body, &twin); err != nil {
+			t.Fatalf("GET /api/v1%s: %v", path, err)
+		}
+		if len(twin.ModelCalls) != 2 || twin.ModelCalls[0].Model != "gpt-4o" || twin.ModelCalls[0].InputTokens != 120 || twin.ModelCalls[0].OutputTokens != 18 {
+			t.Errorf("GET /api/v1%s: got model_calls %+v, want 2, the first gpt-4o with 120 in / 18 out", path, twin.ModelCalls)
+		}
+		if twin.Execution.Steps != 1 || twin.Execution.Attempts != 1 {
+			t.Errorf("GET /api/v1%s: got %d steps, %d attempts, want 1 and 1: model calls are not steps", path, twin.Execution.Steps, twin.Execution.Attempts)
+		}
+	})
+
+	t.Run("HTTP calls of an attempt", func(t *testing.T) {
+		path := views.AttemptURL("exec_verified", "step-1", 1)
+		r := fetchPage(t, base+path, true)
+		checkHTMLResponse(t, path, r, http.StatusOK, true)
+		if w := "POST https://api.mail.test/v1/send → 200, 250 ms"; !bytes.Contains(r.body, []byte(`data-testid="http-call"`)) || !bytes.Contains(r.body, []byte(w)) {
+			t.Errorf("GET %s: got %s, want the HTTP call %q", path, r.body, w)
+		}
+	})
+
+	t.Run("audit filter", func(t *testing.T) {
+		for state, want := range map[string][]string{
+			"unverified": {"exec_unverified"},
+			"clean":      {"exec_verified"},
+			"critical":   {"exec_twice"},
+		} {
+			path := "/?audit=" + state
+			r := fetchPage(t, base+path, false)
+			checkHTMLResponse(t, path, r, http.StatusOK, false)
+			if n := bytes.Count(r.body, []byte(`data-testid="execution-row"`)); n != len(want) {
+				t.Errorf("GET %s: got %d rows, want %d", path, n, len(want))
+			}
+			for _, exec := range []string{"exec_unverified", "exec_verified", "exec_twice"} {
+				has := bytes.Contains(r.body, []byte(">"+exec+"<"))
+				if has != slices.Contains(want, exec) {
+					t.Errorf("GET %s: row %s shown: got %v, want %v", path, exec, has, !has)
+				}
+			}
+			if !bytes.Contains(r.body, []byte(`data-state="`+state+`"`)) {
+				t.Errorf("GET %s: got no %s audit badge, want one per row", path, state)
+			}
+			if !bytes.Contains(r.body, []byte(`<option value="`+state+`" selected>`)) {
+				t.Errorf("GET %s: got the audit select without %s selected, want it kept", path, state)
+			}
+		}
+		r := fetchPage(t, base+"/?audit=green", false)
+		checkHTMLResponse(t, "/?audit=green", r, http.StatusBadRequest, false)
+		if !bytes.Contains(r.body, []byte("audit: must be critical, unverified or clean")) {
+			t.Errorf("GET /?audit=green: got %s, want the error to name the field", r.body)
+		}
+	})
 }

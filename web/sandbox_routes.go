@@ -20,7 +20,8 @@ type effectRecorder struct {
 func (r effectRecorder) RecordEffect(ctx context.Context, e trace.Effect) error {
 	ev := map[string]any{"type": "effect", "id": "sandbox:" + e.Provider + ":" + e.ID, "provider": e.Provider,
 		"effect_id": e.ID, "target": e.Target, "at": e.At.Format(time.RFC3339Nano)}
-	for k, v := range map[string]string{"idempotency_key": e.IdempotencyKey, "execution_id": e.ExecutionID, "step_id": e.StepID} {
+	for k, v := range map[string]string{"idempotency_key": e.IdempotencyKey, "execution_id": e.ExecutionID, "step_id": e.StepID,
+		"trace_id": e.TraceID, "span_id": e.SpanID} {
 		if v != "" {
 			ev[k] = v
 		}

@@ -21,9 +21,11 @@ import (
 
 // Config is what the server needs; cmd/oncetrace fills it from flags.
 type Config struct {
-	DB          *store.DB
-	Writer      *ingest.Writer
-	Limits      ingest.Limits
+	DB     *store.DB
+	Writer *ingest.Writer
+	Limits ingest.Limits
+	// ToolClasses classify OpenTelemetry tool calls that do not say their class.
+	ToolClasses ingest.ToolClasses
 	Analysis    trace.Config
 	IngestToken string // when set, POST endpoints need "Authorization: Bearer <token>"
 	Logger      *slog.Logger
@@ -51,6 +53,10 @@ type Server struct {
 	liveMu sync.Mutex
 	closed bool
 	live   sync.WaitGroup
+
+	// dropped counts the OTLP log records and metric points accepted and
+	// not stored.
+	dropped otlpDropped
 }
 
 // New builds the server and its routes.
@@ -101,7 +107,9 @@ func (s *Server) routes() {
 	api.GET("/stream", s.handleStream)
 	api.GET("/live", s.handleLiveSocket)
 
-	e.POST("/v1/traces", s.handleOTLPTraces, s.requireIngestToken)
+	e.POST(otlpTracesPath, s.handleOTLPTraces, s.requireIngestToken)
+	e.POST(otlpLogsPath, s.handleOTLPLogs, s.requireIngestToken)
+	e.POST(otlpMetricsPath, s.handleOTLPMetrics, s.requireIngestToken)
 
 	box := e.Group("/sandbox")
 	box.POST("/mail/v1/send", echo.WrapHandler(http.HandlerFunc(s.sandbox.ServeSend)), s.requireIngestToken)
@@ -144,14 +152,25 @@ func (s *Server) requireIngestToken(next echo.HandlerFunc) echo.HandlerFunc {
 		if s.cfg.IngestToken == "" {
 			return next(c)
 		}
-		auth := c.Request().Header.Get(echo.HeaderAuthorization)
-		token, ok := strings.CutPrefix(auth, "Bearer ")
+		token, ok := bearerToken(c.Request().Header.Get(echo.HeaderAuthorization))
 		if !ok || subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.IngestToken)) != 1 {
 			c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="oncetrace"`)
 			return echo.NewHTTPError(http.StatusUnauthorized, "Authorization: a valid \"Bearer <ingest token>\" is required")
 		}
 		return next(c)
 	}
+}
+
+// bearerToken is the token of an Authorization header of the Bearer
+// scheme. The scheme is case-insensitive (RFC 7235: "bearer", "BEARER"),
+// and more than one space may separate it from the token.
+func bearerToken(auth string) (string, bool) {
+	scheme, token, ok := strings.Cut(auth, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimLeft(token, " ")
+	return token, token != ""
 }
 
 // handleError is the one place errors become responses: JSON {"error"}
@@ -187,7 +206,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 		_ = c.NoContent(status)
 		return
 	}
-	if c.Request().URL.Path == otlpTracesPath {
+	if IsOTLPPath(c.Request().URL.Path) {
 		otlpFailure(c, status, msg)
 		return
 	}
@@ -205,7 +224,16 @@ func (s *Server) handleHealth(c echo.Context) error {
 	}
 	// The gap threshold tells agents (the demo) how long a silence must be
 	// to show as a gap on this server.
-	return c.JSON(http.StatusOK, map[string]string{"status": "ok", "gap_threshold": s.cfg.Analysis.GapThreshold.String()})
+	// otlp_dropped counts what POST /v1/logs and /v1/metrics accepted and
+	// did not store, since the server started.
+	return c.JSON(http.StatusOK, map[string]any{
+		"status":        "ok",
+		"gap_threshold": s.cfg.Analysis.GapThreshold.String(),
+		"otlp_dropped": map[string]int64{
+			"log_records":   s.dropped.logRecords.Load(),
+			"metric_points": s.dropped.metricPoints.Load(),
+		},
+	})
 }
 
 // staticFiles serves the embedded stylesheet and scripts. They change only

@@ -72,8 +72,8 @@ func (a *agent) run(ctx context.Context) error {
 		die()
 	}
 	crmArgs := map[string]any{"invoice": "INV-2026-06", "message_id": sent["id"]}
-	recordInCRM := func(context.Context, string, int) toolResult { return a.recordInCRM(crmArgs) }
-	if _, err := a.step(ctx, demoCRMStep, "record_in_crm", "", crmArgs, recordInCRM); err != nil {
+	recordInCRM := func(ctx context.Context, _ string, _ int) toolResult { return a.recordInCRM(ctx, crmArgs) }
+	if _, err := a.step(ctx, demoCRMStep, "record_in_crm", demoCRMProvider, crmArgs, recordInCRM); err != nil {
 		return a.fail(ctx, err)
 	}
 	return a.emit(ctx, map[string]any{"type": "execution", "id": "demo:" + a.execution + ":end", "execution_id": a.execution,
@@ -202,15 +202,28 @@ func (a *agent) sendInvoice(ctx context.Context, key string, attempt int) toolRe
 	return toolResult{outcome: "ok", result: result, deduplicated: dedup}
 }
 
+// demoCRMProvider names the CRM's outbox.
+const demoCRMProvider = "crm"
+
 // recordInCRM writes the invoice's delivery into a local CRM record keyed
-// by invoice, so recording twice leaves one record (an upsert).
-func (a *agent) recordInCRM(args map[string]any) toolResult {
+// by invoice, so recording twice leaves one record (an upsert). The CRM
+// reports the write as an effect, as a real CRM's webhook would: the
+// record's id and version, so an identical re-upsert reports the same
+// effect and a write that changed the record a new one.
+func (a *agent) recordInCRM(ctx context.Context, args map[string]any) toolResult {
 	invoice, _ := args["invoice"].(string)
 	messageID, _ := args["message_id"].(string)
 	if err := a.journal.upsertCRM(invoice, messageID); err != nil {
 		return toolResult{outcome: "error", err: err}
 	}
-	return toolResult{outcome: "ok", result: map[string]any{"status": "recorded", "invoice": invoice, "message_id": messageID}}
+	sum := sha256.Sum256([]byte(invoice + "\x00" + messageID))
+	recordID := "crm_" + invoice + "_" + hex.EncodeToString(sum[:4])
+	effect := map[string]any{"type": "effect", "id": "demo:" + a.execution + ":crm:" + recordID, "provider": demoCRMProvider,
+		"effect_id": recordID, "execution_id": a.execution, "step_id": demoCRMStep, "target": invoice, "at": now()}
+	if err := a.emit(ctx, effect); err != nil {
+		return toolResult{outcome: "error", err: err}
+	}
+	return toolResult{outcome: "ok", result: map[string]any{"status": "recorded", "invoice": invoice, "message_id": messageID, "record": recordID}}
 }
 
 func (a *agent) authorize(req *http.Request) {

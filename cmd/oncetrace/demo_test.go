@@ -120,6 +120,9 @@ type demoExecution struct {
 	Execution struct {
 		Status string `json:"status"`
 	} `json:"execution"`
+	Audit struct {
+		State string `json:"state"`
+	} `json:"audit"`
 	Steps []struct {
 		StepID   string `json:"step_id"`
 		Attempts []struct {
@@ -225,25 +228,26 @@ func TestDemoScenariosEndToEnd(t *testing.T) {
 	tests := []struct {
 		scenario string
 		critical []string // exactly these critical rules, sorted
-		effects  int
-		state    string // of every effect
+		effects  int      // of the mail API; the CRM reports exactly one besides
+		state    string   // of every mail effect
+		audit    string   // the execution's audit state
 		// gap: "crash" wants a crash gap at least as long as the demo's
 		// --gap; "none" wants no gap at all (one process, never idle for
 		// the threshold); "" does not look.
 		gap      string
 		attempts []attemptWant // each must be present
 	}{
-		{"naive", []string{"duplicate_effect"}, 2, "duplicate", "none",
+		{"naive", []string{"duplicate_effect"}, 2, "duplicate", "critical", "none",
 			[]attemptWant{{"step-1", "timeout", false}, {"step-1", "ok", false}}},
-		{"crash", []string{"duplicate_effect", "reexecuted_after_crash"}, 2, "duplicate", "crash",
+		{"crash", []string{"duplicate_effect", "reexecuted_after_crash"}, 2, "duplicate", "critical", "crash",
 			[]attemptWant{{"step-1", "lost", false}, {"step-1", "ok", false}}},
-		{"safe", nil, 1, "matched", "none",
+		{"safe", nil, 1, "matched", "clean", "none",
 			[]attemptWant{{"step-1", "timeout", false}, {"step-1", "ok", true}, {"step-2", "ok", false}}},
-		{"safe-rerun", nil, 1, "matched", "",
+		{"safe-rerun", nil, 1, "matched", "clean", "",
 			[]attemptWant{{"step-1", "ok", false}, {"step-1", "replayed", false}}},
-		{"key-only", nil, 1, "matched", "",
+		{"key-only", nil, 1, "matched", "clean", "",
 			[]attemptWant{{"step-1", "ok", false}, {"step-1", "ok", true}}},
-		{"crash-safe", nil, 1, "matched", "crash",
+		{"crash-safe", nil, 1, "matched", "clean", "crash",
 			[]attemptWant{{"step-1", "ok", false}, {"step-1", "replayed", false}, {"step-2", "ok", false}}},
 	}
 	for _, tt := range tests {
@@ -258,13 +262,23 @@ func TestDemoScenariosEndToEnd(t *testing.T) {
 			if got := d.critical(); !slices.Equal(got, tt.critical) {
 				t.Errorf("critical findings: got %v, want %v", got, tt.critical)
 			}
-			if len(d.Effects) != tt.effects {
-				t.Errorf("effects: got %d, want %d", len(d.Effects), tt.effects)
+			if d.Audit.State != tt.audit {
+				t.Errorf("audit state: got %q, want %q", d.Audit.State, tt.audit)
 			}
+			var mail []string
+			crm := 0
 			for _, e := range d.Effects {
-				if e.Provider != "sandbox-mail" || e.State != tt.state {
-					t.Errorf("effect %s: got provider %q state %q, want sandbox-mail %s", e.EffectID, e.Provider, e.State, tt.state)
+				switch {
+				case e.Provider == "crm" && e.State == "matched":
+					crm++
+				case e.Provider == "sandbox-mail" && e.State == tt.state:
+					mail = append(mail, e.EffectID)
+				default:
+					t.Errorf("effect %s: got provider %q state %q, want sandbox-mail %s or a matched crm record", e.EffectID, e.Provider, e.State, tt.state)
 				}
+			}
+			if len(mail) != tt.effects || crm != 1 {
+				t.Errorf("effects: got %d mail and %d crm, want %d and 1", len(mail), crm, tt.effects)
 			}
 			switch tt.gap {
 			case "crash":
@@ -283,11 +297,11 @@ func TestDemoScenariosEndToEnd(t *testing.T) {
 			}
 			// Where the send happened once, every CRM record points at that
 			// one email, whether the CRM step ran or was replayed.
-			if tt.effects == 1 && len(d.Effects) == 1 {
+			if tt.effects == 1 && len(mail) == 1 {
 				for _, st := range d.Steps {
 					for _, a := range st.Attempts {
-						if st.StepID == "step-2" && a.Args.MessageID != d.Effects[0].EffectID {
-							t.Errorf("step-2 attempt %d message_id: got %q, want %q", a.Attempt, a.Args.MessageID, d.Effects[0].EffectID)
+						if st.StepID == "step-2" && a.Args.MessageID != mail[0] {
+							t.Errorf("step-2 attempt %d message_id: got %q, want %q", a.Attempt, a.Args.MessageID, mail[0])
 						}
 					}
 				}

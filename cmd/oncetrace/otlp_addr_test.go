@@ -15,7 +15,7 @@ func TestServeOTLPAddr(t *testing.T) {
 	s := startDemoServer(t, filepath.Join(t.TempDir(), "otlp.db"), "otlp.log", "--otlp-addr", otlpAddr)
 	body := `{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"5b8efff798038103d269b633813fc60c","spanId":"eee19b7ec3c1b175",
 		"name":"execute_tool send_invoice_email","startTimeUnixNano":"1751292131200000000","endTimeUnixNano":"1751292131300000000",
-		"attributes":[{"key":"gen_ai.tool.call.id","value":{"stringValue":"call_1"}}]}]}]}]}`
+		"attributes":[{"key":"oncetrace.step.id","value":{"stringValue":"call_1"}}]}]}]}]}`
 	resp, err := demoHTTP.Post("http://"+otlpAddr+"/v1/traces", "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatalf("POST /v1/traces on --otlp-addr: %v", err)
@@ -32,6 +32,15 @@ func TestServeOTLPAddr(t *testing.T) {
 	getJSON(t, s.url+"/api/v1/executions/5b8efff798038103d269b633813fc60c", &got)
 	if len(got.Steps) != 1 || got.Steps[0].StepID != "call_1" {
 		t.Errorf("execution from the OTLP port: got steps %+v, want one step call_1", got.Steps)
+	}
+	// Logs go to the same port and are accepted and dropped.
+	resp, err = demoHTTP.Post("http://"+otlpAddr+"/v1/logs", "application/json", strings.NewReader(`{"resourceLogs":[]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("POST /v1/logs on --otlp-addr: got %d, want 200", resp.StatusCode)
 	}
 	resp, err = demoHTTP.Get("http://" + otlpAddr + "/")
 	if err != nil {

@@ -31,6 +31,7 @@ type serveConfig struct {
 	liveBuffer            int
 	otlpAddr              string
 	allowedOrigins        []string
+	toolClasses           ingest.ToolClasses
 }
 
 func serveFlags(args []string) (serveConfig, error) {
@@ -56,16 +57,22 @@ func serveFlags(args []string) (serveConfig, error) {
 		c.sandbox.Faults = append(c.sandbox.Faults, fs...)
 		return err
 	})
-	fs.StringVar(&c.otlpAddr, "otlp-addr", envOr("ONCETRACE_OTLP_ADDR", ""), "also accept OTLP/HTTP traces (POST /v1/traces only) here, e.g. 127.0.0.1:4318 (env ONCETRACE_OTLP_ADDR)")
+	fs.StringVar(&c.otlpAddr, "otlp-addr", envOr("ONCETRACE_OTLP_ADDR", ""), "also accept OTLP/HTTP here (POST /v1/traces; /v1/logs and /v1/metrics are accepted and dropped), e.g. 127.0.0.1:4318 (env ONCETRACE_OTLP_ADDR)")
 	fs.IntVar(&c.liveBuffer, "live-buffer", 1024, "messages a live client may fall behind before it is dropped (it then resumes from its last sequence)")
 	fs.Func("allowed-origin", "an origin besides the server's own that may open the live WebSocket (repeatable)", func(v string) error {
 		c.allowedOrigins = append(c.allowedOrigins, v)
 		return nil
 	})
+	toolClasses := fs.String("tool-class", envOr("ONCETRACE_TOOL_CLASS", ""),
+		"classify OpenTelemetry tool calls without oncetrace.effect by tool-name glob, e.g. 'send_*=write,get_*=read,charge_*=unsafe'; unmatched tools are class unknown (env ONCETRACE_TOOL_CLASS)")
 	fs.BoolVar(&c.demo, "demo", false, "run the demo's scenarios against this server in the background at start-up (once per database)")
 	fs.DurationVar(&c.demoGap, "demo-gap", 0, "with --demo: how long the crash scenarios wait with no process running (default: just over --gap-threshold)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
+	}
+	var err error
+	if c.toolClasses, err = ingest.ParseToolClasses(*toolClasses); err != nil {
+		return c, fmt.Errorf("serve: --tool-class: %w", err)
 	}
 	if c.otlpAddr != "" {
 		if err := checkExposure(c.otlpAddr, c.token, c.insecure); err != nil {
@@ -118,7 +125,7 @@ func runServe(args []string) error {
 	wcfg.GroupCommit = c.groupCommit
 	wcfg.OnCommit = hub.Publish // after each commit; never blocks
 	writer := ingest.NewWriter(db, wcfg)
-	srv := web.New(web.Config{DB: db, Writer: writer, Limits: c.limits, Analysis: c.analysis, IngestToken: c.token,
+	srv := web.New(web.Config{DB: db, Writer: writer, Limits: c.limits, ToolClasses: c.toolClasses, Analysis: c.analysis, IngestToken: c.token,
 		Logger: logger, Sandbox: c.sandbox, Hub: hub, AllowedOrigins: c.allowedOrigins})
 
 	ln, err := net.Listen("tcp", c.addr)
@@ -168,11 +175,12 @@ func runServe(args []string) error {
 	return err
 }
 
-// otlpOnly serves POST /v1/traces and nothing else: the OTLP port is for
-// exporters, not for the UI.
+// otlpOnly serves the OTLP/HTTP paths (/v1/traces, and /v1/logs and
+// /v1/metrics, accepted and dropped) and nothing else: the OTLP port is
+// for exporters, not for the UI.
 func otlpOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/v1/traces" {
+		if !web.IsOTLPPath(r.URL.Path) {
 			http.NotFound(w, r)
 			return
 		}

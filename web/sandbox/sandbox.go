@@ -83,6 +83,10 @@ type LogEntry struct {
 	Status         int       `json:"status"`
 	Execution      string    `json:"execution_id,omitempty"`
 	Step           string    `json:"step_id,omitempty"`
+	// TraceID and SpanID are the request's W3C traceparent: the trace and
+	// the span that made the request.
+	TraceID string `json:"trace_id,omitempty"`
+	SpanID  string `json:"span_id,omitempty"`
 }
 
 const logLength = 1000
@@ -144,6 +148,7 @@ func errorBody(typ, format string, args ...any) []byte {
 func (s *Sandbox) ServeSend(w http.ResponseWriter, r *http.Request) {
 	entry := LogEntry{At: s.cfg.Now(), IdempotencyKey: r.Header.Get("Idempotency-Key"),
 		Execution: r.Header.Get(HeaderExecution), Step: r.Header.Get(HeaderStep)}
+	entry.TraceID, entry.SpanID, _ = trace.ParseTraceparent(r.Header.Get("traceparent"))
 	status, body, headers := s.send(r, &entry)
 	entry.Status = status
 	s.record(entry)
@@ -277,7 +282,7 @@ func (s *Sandbox) send(r *http.Request, entry *LogEntry) (int, []byte, map[strin
 func (s *Sandbox) deliver(ctx context.Context, msg Message, key string, entry *LogEntry) (int, []byte) {
 	id := newMessageID()
 	effect := trace.Effect{Provider: Provider, ID: id, IdempotencyKey: key, ExecutionID: entry.Execution,
-		StepID: entry.Step, Target: msg.To, At: s.cfg.Now().UTC()}
+		StepID: entry.Step, Target: msg.To, At: s.cfg.Now().UTC(), TraceID: entry.TraceID, SpanID: entry.SpanID}
 	if entry.Execution == "" {
 		effect.StepID = "" // a step means nothing without its execution
 	}

@@ -1,0 +1,114 @@
+package web_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/oncetrace/oncetrace/ingest"
+)
+
+// otlpJSONSpan writes one span of an OTLP/JSON request.
+func otlpJSONSpan(traceID, spanID, parentID, name string, kind int, start, end int64, attrs map[string]string, errorType string) string {
+	var kvs []string
+	for k, v := range attrs {
+		kvs = append(kvs, fmt.Sprintf(`{"key":%q,"value":{"stringValue":%q}}`, k, v))
+	}
+	status := `{"code":1}`
+	if errorType != "" {
+		kvs = append(kvs, fmt.Sprintf(`{"key":"error.type","value":{"stringValue":%q}}`, errorType))
+		status = `{"code":2,"message":"failed"}`
+	}
+	parent := ""
+	if parentID != "" {
+		parent = fmt.Sprintf(`"parentSpanId":%q,`, parentID)
+	}
+	return fmt.Sprintf(`{"traceId":%q,"spanId":%q,%s"name":%q,"kind":%d,"startTimeUnixNano":"%d","endTimeUnixNano":"%d","attributes":[%s],"status":%s}`,
+		traceID, spanID, parent, name, kind, start, end, strings.Join(kvs, ","), status)
+}
+
+func postOTLPJSON(t *testing.T, srv *testServer, spans ...string) {
+	t.Helper()
+	body := `{"resourceSpans":[{"resource":{"attributes":[]},"scopeSpans":[{"spans":[` + strings.Join(spans, ",") + `]}]}]}`
+	resp, err := srv.ts.Client().Post(srv.ts.URL+"/v1/traces", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /v1/traces: got %d, want 200", resp.StatusCode)
+	}
+}
+
+// TestOTLPNoSilentMerge: spans of one run exported in different requests
+// are never stored as one. Two model calls, alike in everything but their
+// span ids, stay two model calls; two tool calls with the same tool and
+// arguments but new call ids are two attempts of one step, numbered by
+// start time whatever request brought them, and the later one arriving
+// first changes nothing.
+func TestOTLPNoSilentMerge(t *testing.T) {
+	const traceID = "0af7651916cd43dd8448eb211c80319c"
+	const s = int64(1_751_292_131_000_000_000)
+	const ms = int64(1_000_000)
+	root := otlpJSONSpan(traceID, "00000000000000a0", "", "invoke_agent billing-agent", 1, s, s+900*ms,
+		map[string]string{"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "billing-agent"}, "")
+	model := func(spanID string, at int64) string {
+		return otlpJSONSpan(traceID, spanID, "00000000000000a0", "chat gpt-4o", 3, s+at*ms, s+(at+50)*ms,
+			map[string]string{"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o"}, "")
+	}
+	tool := func(spanID, callID string, at int64, errType string) string {
+		return otlpJSONSpan(traceID, spanID, "00000000000000a0", "execute_tool send_invoice_email", 1, s+at*ms, s+(at+100)*ms,
+			map[string]string{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "send_invoice_email",
+				"gen_ai.tool.call.id": callID, "gen_ai.tool.call.arguments": `{"to":"jordan@acme.dev","subject":"June"}`}, errType)
+	}
+
+	orders := map[string][][]string{
+		"in order": {
+			{model("00000000000000b1", 0), tool("00000000000000c1", "call_A", 100, "TimeoutError")},
+			{model("00000000000000b2", 0), tool("00000000000000c2", "call_B", 300, "")},
+			{root},
+		},
+		"later first": {
+			{root, tool("00000000000000c2", "call_B", 300, "")},
+			{model("00000000000000b2", 0)},
+			{tool("00000000000000c1", "call_A", 100, "TimeoutError"), model("00000000000000b1", 0)},
+		},
+	}
+	var answers []string
+	for _, name := range []string{"in order", "later first"} {
+		t.Run(name, func(t *testing.T) {
+			srv := startServer(t, name, ingest.DefaultLimits)
+			for _, req := range orders[name] {
+				postOTLPJSON(t, srv, req...)
+			}
+			data := srv.get(t, "/api/v1/executions/"+traceID)
+			answers = append(answers, string(data))
+			var x frameworkExecution
+			if err := json.Unmarshal(data, &x); err != nil {
+				t.Fatal(err)
+			}
+			if len(x.ModelCalls) != 2 || x.ModelCalls[0].SpanID == x.ModelCalls[1].SpanID {
+				t.Errorf("model calls: got %+v, want two distinct ones", x.ModelCalls)
+			}
+			if len(x.Steps) != 1 {
+				t.Fatalf("steps: got %d, want one step for both tool calls", len(x.Steps))
+			}
+			got := []string{}
+			for _, a := range x.Steps[0].Attempts {
+				got = append(got, fmt.Sprintf("%d %s %s", a.Attempt, a.Outcome, a.SpanID))
+			}
+			want := []string{"1 timeout 00000000000000c1", "2 ok 00000000000000c2"}
+			if strings.Join(got, "; ") != strings.Join(want, "; ") {
+				t.Errorf("attempts: got %v, want %v", got, want)
+			}
+			if x.Execution.Name != "billing-agent" || x.Execution.Status != "completed" {
+				t.Errorf("execution: got %q %q, want billing-agent completed", x.Execution.Name, x.Execution.Status)
+			}
+		})
+	}
+	if len(answers) == 2 && answers[0] != answers[1] {
+		t.Errorf("the execution differs with the order its spans arrived in:\n%s\n%s", answers[0], answers[1])
+	}
+}
