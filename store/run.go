@@ -139,6 +139,7 @@ func loadRun(ctx context.Context, q querier, id string, fed map[string]bool) (tr
 			return run, fmt.Errorf("store: load key peers of %s: %w", id, err)
 		}
 	}
+	run.FoldHTTPCalls()
 	return run, nil
 }
 

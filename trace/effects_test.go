@@ -175,3 +175,78 @@ func TestStepEffectsLeavesAPeersEffectToIt(t *testing.T) {
 		t.Errorf("got %v, want %v", got, want)
 	}
 }
+
+// TestTraceContextJoinsTheToolAttempt: an effect whose span is an HTTP
+// client span below a tool attempt belongs to that attempt's step, however
+// deep; the key of the HTTP call is the attempt's key; an effect whose
+// chain breaks at a span that never arrived belongs to no step, and the
+// run is not clean.
+func TestTraceContextJoinsTheToolAttempt(t *testing.T) {
+	const tr = "0af7651916cd43dd8448eb211c80319c"
+	attempt := func(n int, span string, o Outcome) Attempt {
+		a := try(n, float64(n), float64(n)+0.5, o)
+		a.TraceID, a.SpanID = tr, span
+		return a
+	}
+	r := run(step("tool-1", "send_invoice_email", EffectUnknown, attempt(1, "t1", OutcomeTimeout), attempt(2, "t2", OutcomeOK)))
+	r.Execution.ID = tr
+	r.Spans = []Span{
+		{ExecutionID: tr, TraceID: tr, SpanID: "ctx", ParentSpanID: "t2", Role: RoleContext},
+		{ExecutionID: tr, TraceID: tr, SpanID: "h2", ParentSpanID: "ctx", Role: RoleHTTP, IdempotencyKey: "ik_9"},
+		{ExecutionID: tr, TraceID: tr, SpanID: "h1", ParentSpanID: "t1", Role: RoleHTTP},
+		{ExecutionID: tr, TraceID: tr, SpanID: "hx", ParentSpanID: "missing", Role: RoleHTTP},
+	}
+	traced := func(id, span string) Effect {
+		return Effect{Provider: "sandbox-mail", ID: id, TraceID: tr, SpanID: span, At: at(1)}
+	}
+	r.Effects = []Effect{traced("m1", "h1"), traced("m2", "h2")}
+	if got := r.StepEffects()["tool-1"]; len(got) != 2 {
+		t.Errorf("step effects: got %v, want m1 and m2 through their HTTP spans", got)
+	}
+	if v := Judge(r, AuditRun(r, Config{})); v.State != StateCritical {
+		t.Errorf("two emails for one step: got state %q, want critical", v.State)
+	}
+
+	r.Effects = []Effect{traced("m2", "h2"), traced("m3", "hx")}
+	if got := r.UnattributedEffects(); len(got) != 1 || got[0].ID != "m3" {
+		t.Errorf("unattributed: got %v, want m3, whose tool span never arrived", got)
+	}
+	fs := AuditRun(r, Config{})
+	if v := Judge(r, fs); v.State != StateUnverified || len(v.Unattributed) != 1 {
+		t.Errorf("an email of no known step: got %+v, want unverified naming it", v)
+	}
+	found := false
+	for _, f := range fs {
+		found = found || (f.Rule == RuleOrphanEffect && len(f.Effects) == 1 && f.Effects[0].ID == "m3" && f.ExecutionID == tr)
+	}
+	if !found {
+		t.Errorf("findings: got %+v, want an orphan_effect warning for m3 in this execution", fs)
+	}
+
+	r.Effects = []Effect{traced("m2", "h2")}
+	if v := Judge(r, AuditRun(r, Config{})); v.State != StateClean {
+		t.Errorf("one email joined to its step: got %q, want clean", v.State)
+	}
+
+	r.FoldHTTPCalls()
+	if got := r.Steps[0].Attempts[1].IdempotencyKey; got != "ik_9" {
+		t.Errorf("attempt 2's key from its HTTP call: got %q, want ik_9", got)
+	}
+	if got := r.Steps[0].Attempts[0].IdempotencyKey; got != "" {
+		t.Errorf("attempt 1 sent no key: got %q", got)
+	}
+}
+
+// TestNumberSpanAttempts: attempts identified by their spans are numbered
+// by start, taking the lowest numbers the sent ones leave free, the same
+// for any order of input.
+func TestNumberSpanAttempts(t *testing.T) {
+	a := func(span string, sec float64) Attempt { return Attempt{TraceID: "t", SpanID: span, StartedAt: at(sec)} }
+	want := map[string]int{"t/x": 1, "t/y": 3, "t/z": 4}
+	for _, in := range [][]Attempt{{a("x", 1), a("y", 2), a("z", 2)}, {a("z", 2), a("y", 2), a("x", 1)}} {
+		got := NumberSpanAttempts([]int{2}, in)
+		if len(got) != 3 || got["t/x"] != want["t/x"] || got["t/y"] != want["t/y"] || got["t/z"] != want["t/z"] {
+			t.Errorf("NumberSpanAttempts: got %v, want %v", got, want)
+		}
+	}
+}

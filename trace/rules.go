@@ -175,7 +175,7 @@ func (au auditor) duplicateEffect(s Step) (Finding, bool) {
 }
 
 func (au auditor) reexecutedAfterCrash(s Step) (Finding, bool) {
-	if s.Class() != EffectWrite {
+	if !possiblyWrites(s) {
 		return Finding{}, false
 	}
 	for _, g := range au.gaps {
@@ -204,7 +204,7 @@ func (au auditor) reexecutedAfterCrash(s Step) (Finding, bool) {
 		f.Effects = refs(au.effects[s.ID])
 		f.IdempotencyKey = stepKey(s)
 		f.Message = fmt.Sprintf("%s ran again after a %s crash gap (%s): %s before it, %s after it, not replayed from a recorded result",
-			stepLabel(s), humanDuration(g.End.Sub(g.Start)), why, attemptsPhrase(before), attemptsPhrase(after))
+			stepLabel(s), humanDuration(g.End.Sub(g.Start)), why, attemptsPhrase(before), attemptsPhrase(after)) + unknownClassNote(s)
 		return f, true
 	}
 	return Finding{}, false
@@ -236,7 +236,7 @@ func (au auditor) missingEffect(s Step) (Finding, bool) {
 }
 
 func (au auditor) unkeyedRetry(s Step) (Finding, bool) {
-	if s.Class() != EffectWrite {
+	if !possiblyWrites(s) {
 		return Finding{}, false
 	}
 	tries := au.executed(s)
@@ -256,7 +256,7 @@ func (au auditor) unkeyedRetry(s Step) (Finding, bool) {
 	f.Attempts = numbers(tries)
 	f.IdempotencyKey = stepKey(s)
 	f.Message = fmt.Sprintf("%s was attempted %d times and %s carried no idempotency key — the receiving API cannot tell a retry from a new request",
-		stepLabel(s), len(tries), attemptsPhrase(unkeyed))
+		stepLabel(s), len(tries), attemptsPhrase(unkeyed)) + unknownClassNote(s)
 	return f, true
 }
 
@@ -564,6 +564,22 @@ func executionsPhrase(ids []string) string {
 		return "execution " + ids[0]
 	}
 	return "executions " + joinAnd(ids)
+}
+
+// possiblyWrites: the retry rules judge write steps, and steps of a tool
+// nobody classified, which may write.
+func possiblyWrites(s Step) bool {
+	c := s.Class()
+	return c == EffectWrite || c == EffectUnknown
+}
+
+// unknownClassNote says, in a finding about an unclassified tool, that the
+// audit assumed it may write.
+func unknownClassNote(s Step) string {
+	if s.Class() != EffectUnknown {
+		return ""
+	}
+	return " (its tool is unclassified, so it is treated as possibly writing; set oncetrace.effect or serve --tool-class to classify it)"
 }
 
 // stepKey is the first key the step's attempts sent, the one findings cite.

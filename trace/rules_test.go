@@ -88,6 +88,12 @@ func TestRules(t *testing.T) {
 		{"write step retried without keys", RuleUnkeyedRetry, run(
 			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeTimeout), try(2, 2, 3, OutcomeOK))),
 			Config{}, true},
+		{"unclassified tool retried without keys: possibly writing", RuleUnkeyedRetry, run(
+			step("s1", "send", EffectUnknown, try(1, 0, 1, OutcomeTimeout), try(2, 2, 3, OutcomeOK))),
+			Config{}, true},
+		{"read step retried without keys", RuleUnkeyedRetry, run(
+			step("s1", "fetch", EffectRead, try(1, 0, 1, OutcomeTimeout), try(2, 2, 3, OutcomeOK))),
+			Config{}, false},
 		{"write step retried with one attempt unkeyed", RuleUnkeyedRetry, run(
 			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeTimeout, key("ik_1")), try(2, 2, 3, OutcomeOK))),
 			Config{}, true},

@@ -178,3 +178,29 @@ func (e Effect) Owner() string {
 	}
 	return e.TraceID
 }
+
+// FoldHTTPCalls folds the HTTP client spans below each tool attempt into
+// it: an attempt that names no idempotency key takes the one its HTTP
+// call sent (the Idempotency-Key request header the HTTP instrumentation
+// recorded). The store and World.Runs call it on every run they build, so
+// the audit, the pages and the API all see the same attempts.
+func (r *Run) FoldHTTPCalls() {
+	if len(r.Spans) == 0 {
+		return
+	}
+	tree := newSpanTree(*r)
+	for i := range r.Steps {
+		for j := range r.Steps[i].Attempts {
+			a := &r.Steps[i].Attempts[j]
+			if a.IdempotencyKey != "" || a.SpanID == "" {
+				continue
+			}
+			for _, call := range tree.httpCalls(a.SpanID) {
+				if call.IdempotencyKey != "" {
+					a.IdempotencyKey = call.IdempotencyKey
+					break
+				}
+			}
+		}
+	}
+}

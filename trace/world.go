@@ -151,6 +151,9 @@ func (w World) Runs() []Run {
 			}
 		}
 	}
+	for i := range runs {
+		runs[i].FoldHTTPCalls() // as the store's loadRun does, after keys decided who owns what
+	}
 	return runs
 }
 

@@ -186,6 +186,10 @@ func NewLiveRow(seq int64, ev trace.Event) LiveRowView {
 	case trace.EventAttempt:
 		a := ev.Attempt
 		r.What = fmt.Sprintf("%s attempt %d", a.StepID, a.Number)
+		if a.Number == 0 {
+			// Numbered by start time once stored; the event names its span.
+			r.What = fmt.Sprintf("%s attempt (span %s)", a.StepID, a.SpanID)
+		}
 		r.Detail = a.Tool
 		if a.Provider != "" {
 			r.Detail += " → " + a.Provider
@@ -196,6 +200,17 @@ func NewLiveRow(seq int64, ev trace.Event) LiveRowView {
 		}
 		r.Deduplicated = a.Deduplicated
 		r.Key = a.IdempotencyKey
+	case trace.EventSpan:
+		sp := ev.Span
+		r.What = string(sp.Role) + " span"
+		if sp.Role == trace.RoleModel {
+			r.What = "model call"
+		}
+		r.Detail = sp.Name
+		if sp.Model != "" {
+			r.Detail += " · " + sp.Model
+		}
+		r.Key = sp.IdempotencyKey
 	case trace.EventEffect:
 		f := ev.Effect
 		r.What = "effect " + f.Provider

@@ -173,9 +173,10 @@ type frameworkExecution struct {
 		Tool     string `json:"tool"`
 		Effect   string `json:"effect"`
 		Attempts []struct {
-			Attempt int    `json:"attempt"`
-			Outcome string `json:"outcome"`
-			SpanID  string `json:"span_id"`
+			Attempt        int    `json:"attempt"`
+			Outcome        string `json:"outcome"`
+			SpanID         string `json:"span_id"`
+			IdempotencyKey string `json:"idempotency_key"`
 		} `json:"attempts"`
 	} `json:"steps"`
 	ModelCalls []trace.Span `json:"model_calls"`
@@ -336,8 +337,16 @@ func checkFrameworkRun(t *testing.T, r fixtureRun, x frameworkExecution) {
 		if len(critical) != 0 {
 			t.Errorf("critical findings: got %+v, want none", critical)
 		}
-		if m.ToolErrorSpanExported && x.Audit.State != string(trace.StateClean) {
+		// The key comes from the HTTP call below each tool span (the
+		// instrumentation records the Idempotency-Key header); it also
+		// joins an email whose tool span never arrived to its step.
+		if x.Audit.State != string(trace.StateClean) {
 			t.Errorf("audit state: got %q, want clean", x.Audit.State)
+		}
+		for _, a := range x.Steps[0].Attempts {
+			if a.IdempotencyKey == "" {
+				t.Errorf("attempt %d: no idempotency key, want the one its HTTP call sent", a.Attempt)
+			}
 		}
 	default:
 		t.Errorf("manifest run %q: want naive or keyed", m.Run)
