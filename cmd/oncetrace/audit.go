@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"sort"
 	"strings"
 	"time"
 
@@ -38,22 +39,29 @@ func runAudit(args []string, out io.Writer) (critical bool, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var findings []trace.Finding
+	var unverified []string // executions nothing proves happened once
 	if *dbPath != "" {
-		findings, err = auditDB(ctx, *dbPath, cfg)
+		findings, unverified, err = auditDB(ctx, *dbPath, cfg)
 	} else {
-		findings, err = auditServer(ctx, *server)
+		findings, unverified, err = auditServer(ctx, *server)
 	}
 	if err != nil {
 		return false, err
 	}
 	n := trace.CriticalCount(findings)
+	// Clean is said only with effects to show it (DESIGN.md, "What clean
+	// means"); the exit code fails CI on critical findings alone.
+	clean := n == 0 && len(unverified) == 0
 	if *asJSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
 		if findings == nil {
 			findings = []trace.Finding{}
 		}
-		return n > 0, enc.Encode(map[string]any{"findings": findings, "critical": n, "clean": n == 0})
+		if unverified == nil {
+			unverified = []string{}
+		}
+		return n > 0, enc.Encode(map[string]any{"findings": findings, "critical": n, "clean": clean, "unverified_executions": unverified})
 	}
 	for _, f := range findings {
 		where := f.ExecutionID
@@ -62,50 +70,103 @@ func runAudit(args []string, out io.Writer) (critical bool, err error) {
 		}
 		fmt.Fprintf(out, "%-8s %-22s %s: %s\n", strings.ToUpper(string(f.Severity)), f.Rule, where, f.Message)
 	}
-	if n == 0 {
-		fmt.Fprintf(out, "clean: no critical findings (%d warnings)\n", len(findings))
-	} else {
-		fmt.Fprintf(out, "%d critical findings, %d warnings\n", n, len(findings)-n)
+	for _, id := range unverified {
+		fmt.Fprintf(out, "%-8s %-22s %s: no outbox feed reported effects for some of its side-effecting steps: nothing proves they happened once\n",
+			"UNVERIFIED", "", id)
+	}
+	switch {
+	case clean:
+		fmt.Fprintf(out, "clean: no critical findings, effects known for every side-effecting step (%d warnings)\n", len(findings))
+	case n == 0:
+		fmt.Fprintf(out, "no critical findings, but %d executions unverified (%d warnings)\n", len(unverified), len(findings))
+	default:
+		fmt.Fprintf(out, "%d critical findings, %d warnings, %d executions unverified\n", n, len(findings)-n, len(unverified))
 	}
 	return n > 0, nil
 }
 
-func auditDB(ctx context.Context, path string, cfg trace.Config) ([]trace.Finding, error) {
+func auditDB(ctx context.Context, path string, cfg trace.Config) ([]trace.Finding, []string, error) {
 	db, err := store.Open(ctx, path, store.SyncNormal)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer db.Close()
 	w, err := db.World(ctx)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return trace.Audit(w, cfg), nil
+	findings := trace.Audit(w, cfg)
+	byExecution := map[string][]trace.Finding{}
+	for _, f := range findings {
+		byExecution[f.ExecutionID] = append(byExecution[f.ExecutionID], f)
+	}
+	var unverified []string
+	for _, r := range w.Runs() {
+		if trace.Judge(r, byExecution[r.Execution.ID]).State == trace.StateUnverified {
+			unverified = append(unverified, r.Execution.ID)
+		}
+	}
+	sort.Strings(unverified)
+	return findings, unverified, nil
 }
 
-func auditServer(ctx context.Context, server string) ([]trace.Finding, error) {
-	u, err := url.JoinPath(server, "/api/v1/findings")
+func auditServer(ctx context.Context, server string) ([]trace.Finding, []string, error) {
+	var findings struct {
+		Findings []trace.Finding `json:"findings"`
+	}
+	if err := getServerJSON(ctx, server, "/api/v1/findings", nil, &findings); err != nil {
+		return nil, nil, err
+	}
+	var unverified []string
+	for cursor := ""; ; {
+		var page struct {
+			Executions []struct {
+				ID string `json:"execution_id"`
+			} `json:"executions"`
+			Next string `json:"next"`
+		}
+		q := url.Values{"audit": {string(trace.StateUnverified)}, "limit": {"1000"}}
+		if cursor != "" {
+			q.Set("cursor", cursor)
+		}
+		if err := getServerJSON(ctx, server, "/api/v1/executions", q, &page); err != nil {
+			return nil, nil, err
+		}
+		for _, x := range page.Executions {
+			unverified = append(unverified, x.ID)
+		}
+		if cursor = page.Next; cursor == "" {
+			break
+		}
+	}
+	sort.Strings(unverified)
+	return findings.Findings, unverified, nil
+}
+
+// getServerJSON decodes the JSON answer of GET server+path?query.
+func getServerJSON(ctx context.Context, server, path string, query url.Values, into any) error {
+	u, err := url.JoinPath(server, path)
 	if err != nil {
-		return nil, fmt.Errorf("audit: --server %q: %w", server, err)
+		return fmt.Errorf("audit: --server %q: %w", server, err)
+	}
+	if len(query) > 0 {
+		u += "?" + query.Encode()
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return nil, fmt.Errorf("audit: %w", err)
+		return fmt.Errorf("audit: %w", err)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("audit: %w", err)
+		return fmt.Errorf("audit: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-		return nil, fmt.Errorf("audit: %s answered %s: %s", u, resp.Status, strings.TrimSpace(string(body)))
+		return fmt.Errorf("audit: %s answered %s: %s", u, resp.Status, strings.TrimSpace(string(body)))
 	}
-	var body struct {
-		Findings []trace.Finding `json:"findings"`
+	if err := json.NewDecoder(resp.Body).Decode(into); err != nil {
+		return fmt.Errorf("audit: decode %s: %w", u, err)
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
-		return nil, fmt.Errorf("audit: decode %s: %w", u, err)
-	}
-	return body.Findings, nil
+	return nil
 }

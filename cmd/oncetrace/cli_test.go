@@ -225,6 +225,9 @@ func TestAuditExitCodes(t *testing.T) {
 		wantRules []string
 	}{
 		{"clean", auditTrace, 0, true, nil},
+		// A write step whose outbox reported nothing: not critical, not clean.
+		{"unverified", strings.Replace(auditTrace, `{"type":"effect","provider":"mail-api","effect_id":"msg_1","idempotency_key":"ik_1","execution_id":"exec_1","step_id":"send","at":"2026-06-30T14:00:00.300Z"}
+`, "", 1), 0, false, nil},
 		{"duplicate effect", auditTrace + secondEffect, 1, false, []string{"duplicate_effect"}},
 	}
 	for _, tt := range tests {
