@@ -294,6 +294,7 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 	changedSteps := map[string]map[string]bool{} // execution -> steps whose attempts changed
 	var renumber []store.StepRef                 // steps with an attempt identified by its span
 	traces := map[string]bool{}                  // traces an effect of this commit came from
+	renamedTraces := map[string]bool{}           // traces whose spans name an execution other than the trace id
 	ensured := map[string]bool{}
 	// ensure creates an execution an attempt or effect names, once a commit.
 	ensure := func(id string) error {
@@ -344,7 +345,7 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 				if k := ev.Effect.IdempotencyKey; k != "" {
 					keys[k] = true
 				}
-				if x := ev.Effect.Owner(); x != "" {
+				if x := ev.Effect.ExecutionID; x != "" {
 					if err := ensure(x); err != nil {
 						return out, err
 					}
@@ -370,6 +371,9 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 			if a.Number == 0 {
 				renumber = append(renumber, store.StepRef{ExecutionID: a.ExecutionID, StepID: a.StepID})
 			}
+			if a.TraceID != "" && a.TraceID != a.ExecutionID {
+				renamedTraces[a.TraceID] = true
+			}
 			executions[a.ExecutionID] = true
 			steps = append(steps, store.StepRef{ExecutionID: a.ExecutionID, StepID: a.StepID})
 			if changedSteps[a.ExecutionID] == nil {
@@ -387,6 +391,9 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 			if err := tx.PutSpan(sp); err != nil {
 				return out, err
 			}
+			if sp.TraceID != sp.ExecutionID {
+				renamedTraces[sp.TraceID] = true
+			}
 			executions[sp.ExecutionID] = true
 		case trace.EventEffect:
 			f := trace.FoldEffect(events)
@@ -401,14 +408,28 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 					out.newlyFed = append(out.newlyFed, f.Provider)
 				}
 			}
-			if owner := f.Owner(); owner != "" {
-				if err := ensure(owner); err != nil {
+			if f.ExecutionID != "" {
+				if err := ensure(f.ExecutionID); err != nil {
 					return out, err
 				}
-				executions[owner] = true
+				executions[f.ExecutionID] = true
 			}
 			if f.TraceID != "" {
 				traces[f.TraceID] = true
+				if f.ExecutionID == "" {
+					// Its trace names its execution: the one whose spans came
+					// from it, else, until they arrive, the trace id itself.
+					owners, err := tx.ExecutionsOfTraces([]string{f.TraceID})
+					if err != nil {
+						return out, err
+					}
+					if len(owners) == 0 {
+						if err := ensure(f.TraceID); err != nil {
+							return out, err
+						}
+						executions[f.TraceID] = true
+					}
+				}
 			}
 			if err := tx.PutEffect(f); err != nil {
 				return out, err
@@ -417,6 +438,20 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 			if f.IdempotencyKey != "" {
 				keys[f.IdempotencyKey] = true
 			}
+		}
+	}
+
+	// An effect that arrived before any span of its trace made the trace id
+	// its execution; once spans say the trace belongs to another
+	// execution, that placeholder goes, so the result does not depend on
+	// which arrived first.
+	for _, t := range setList(renamedTraces) {
+		dropped, err := tx.DropTracePlaceholder(t)
+		if err != nil {
+			return out, err
+		}
+		if dropped {
+			delete(executions, t)
 		}
 	}
 
@@ -463,6 +498,9 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 	runs := make([]trace.Run, 0, len(executions))
 	for _, id := range setList(executions) {
 		run, err := tx.LoadRun(id, fed)
+		if errors.Is(err, store.ErrNotFound) {
+			continue // a trace's placeholder, dropped in this commit
+		}
 		if err != nil {
 			return out, err
 		}
@@ -523,20 +561,22 @@ func ownerEffectStates(tx *store.Tx, runs []trace.Run, fed map[string]bool) (map
 	states := map[trace.EffectRef]trace.MatchState{}
 	merge := func(run trace.Run) {
 		for ref, st := range trace.EffectStates(run) {
-			if states[ref] != trace.MatchDuplicate {
-				states[ref] = st
-			}
+			states[ref] = trace.WorseState(states[ref], st)
 		}
 	}
 	loaded := map[string]bool{}
 	owners := map[string]bool{}
 	keys := map[string]bool{}
+	traces := map[string]bool{}
 	for _, run := range runs {
 		loaded[run.Execution.ID] = true
 		merge(run)
 		for _, f := range run.Effects {
-			if owner := f.Owner(); owner != "" {
-				owners[owner] = true
+			if f.ExecutionID != "" {
+				owners[f.ExecutionID] = true
+			}
+			if f.TraceID != "" {
+				traces[f.TraceID] = true
 			}
 			if f.IdempotencyKey != "" {
 				keys[f.IdempotencyKey] = true
@@ -547,7 +587,11 @@ func ownerEffectStates(tx *store.Tx, runs []trace.Run, fed map[string]bool) (map
 	if err != nil {
 		return nil, err
 	}
-	for _, id := range byKey {
+	byTrace, err := tx.ExecutionsOfTraces(setList(traces))
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range append(byKey, byTrace...) {
 		owners[id] = true
 	}
 	for _, id := range setList(owners) {
@@ -555,6 +599,9 @@ func ownerEffectStates(tx *store.Tx, runs []trace.Run, fed map[string]bool) (map
 			continue
 		}
 		run, err := tx.LoadRun(id, fed)
+		if errors.Is(err, store.ErrNotFound) {
+			continue // a trace's placeholder, dropped in this commit
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -264,6 +264,27 @@ func (t *Tx) PutSpan(s trace.Span) error {
 	return nil
 }
 
+// DropTracePlaceholder deletes the execution named after a trace id when
+// nothing but effects of that trace made it: no event names it and no
+// attempt or span belongs to it. It reports whether it did.
+func (t *Tx) DropTracePlaceholder(traceID string) (bool, error) {
+	var placeholder int
+	err := t.QueryRowContext(t.ctx, `SELECT EXISTS (SELECT 1 FROM executions WHERE execution_id = ?)
+		AND NOT EXISTS (SELECT 1 FROM events WHERE execution_id = ?)
+		AND NOT EXISTS (SELECT 1 FROM attempts WHERE execution_id = ?)
+		AND NOT EXISTS (SELECT 1 FROM spans WHERE execution_id = ?)`, traceID, traceID, traceID, traceID).Scan(&placeholder)
+	if err != nil || placeholder == 0 {
+		return false, err
+	}
+	if err := t.exec(`DELETE FROM findings WHERE execution_id = ? AND source = 'run'`, traceID); err != nil {
+		return false, fmt.Errorf("store: drop placeholder %s: %w", traceID, err)
+	}
+	if err := t.exec(`DELETE FROM executions WHERE execution_id = ?`, traceID); err != nil {
+		return false, fmt.Errorf("store: drop placeholder %s: %w", traceID, err)
+	}
+	return true, nil
+}
+
 // ExecutionsOfTraces returns the executions whose attempts or spans came
 // from one of the traces.
 func (t *Tx) ExecutionsOfTraces(traces []string) ([]string, error) {
@@ -429,8 +450,8 @@ func (t *Tx) RecheckOrphans(effects []trace.EffectRef, keys []string, steps []St
 			string(state), r.Provider, r.ID, string(state)); err != nil {
 			return nil, fmt.Errorf("store: recheck effect %s/%s: %w", r.Provider, r.ID, err)
 		}
-		if owner := f.Owner(); owner != "" {
-			touched = append(touched, owner)
+		if f.ExecutionID != "" {
+			touched = append(touched, f.ExecutionID)
 		}
 	}
 	return touched, nil

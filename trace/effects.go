@@ -192,7 +192,23 @@ func EffectStates(r Run) map[EffectRef]MatchState {
 			states[e.Ref()] = state
 		}
 	}
+	// An effect of the run's trace whose tool call never arrived matches
+	// no attempt: the outbox says so, as the audit's orphan_effect does.
+	for _, e := range r.UnattributedEffects() {
+		states[e.Ref()] = MatchOrphan
+	}
 	return states
+}
+
+// WorseState is the state an effect shown by several executions gets: a
+// duplicate anywhere is a duplicate, matched anywhere beats orphan, so the
+// result does not depend on which execution is judged last.
+func WorseState(a, b MatchState) MatchState {
+	rank := map[MatchState]int{"": 0, MatchOrphan: 1, MatchMatched: 2, MatchDuplicate: 3}
+	if rank[b] > rank[a] {
+		return b
+	}
+	return a
 }
 
 // sortEffects orders effects as the outbox happened: by time, then by

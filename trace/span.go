@@ -170,15 +170,6 @@ func (t spanTree) httpCalls(spanID string) []Span {
 	return out
 }
 
-// Owner is the execution an effect names, else the one its trace names by
-// default (an execution's id is its trace id unless a span said otherwise).
-func (e Effect) Owner() string {
-	if e.ExecutionID != "" {
-		return e.ExecutionID
-	}
-	return e.TraceID
-}
-
 // FoldHTTPCalls folds the HTTP client spans below each tool attempt into
 // it: an attempt that names no idempotency key takes the one its HTTP
 // call sent (the Idempotency-Key request header the HTTP instrumentation

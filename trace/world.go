@@ -108,13 +108,13 @@ func (w World) Runs() []Run {
 			addTrace(sp.TraceID, i)
 		}
 	}
+	// An effect whose trace no execution's spans came from makes the trace
+	// id its execution, as the store does until its spans arrive.
 	for _, e := range w.Effects {
-		if owner := e.Owner(); e.ExecutionID == "" && owner != "" {
-			if _, ok := index[owner]; !ok {
-				index[owner] = len(runs)
-				runs = append(runs, Run{Execution: Execution{ID: owner, Status: StatusRunning}, FedProviders: maps.Clone(fed)})
-				addTrace(owner, index[owner])
-			}
+		if e.ExecutionID == "" && e.TraceID != "" && len(traceRuns[e.TraceID]) == 0 {
+			index[e.TraceID] = len(runs)
+			runs = append(runs, Run{Execution: Execution{ID: e.TraceID, Status: StatusRunning}, FedProviders: maps.Clone(fed)})
+			addTrace(e.TraceID, index[e.TraceID])
 		}
 	}
 
@@ -189,9 +189,7 @@ func (w World) EffectStates() map[EffectRef]MatchState {
 	fromRuns := map[EffectRef]MatchState{}
 	for _, r := range runs {
 		for ref, state := range EffectStates(r) {
-			if fromRuns[ref] != MatchDuplicate {
-				fromRuns[ref] = state
-			}
+			fromRuns[ref] = WorseState(fromRuns[ref], state)
 		}
 	}
 	matched := newAttemptIndex(runs)

@@ -112,3 +112,48 @@ func TestOTLPNoSilentMerge(t *testing.T) {
 		t.Errorf("the execution differs with the order its spans arrived in:\n%s\n%s", answers[0], answers[1])
 	}
 }
+
+// TestTraceEffectBeforeNamedSpans: spans that name their execution
+// (oncetrace.execution.id) and an email that carries only their trace
+// context give one execution whichever arrives first: an email that came
+// first makes the trace id a placeholder execution, which goes once the
+// spans say whose trace it is.
+func TestTraceEffectBeforeNamedSpans(t *testing.T) {
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	const s = int64(1_751_292_131_000_000_000)
+	const ms = int64(1_000_000)
+	named := map[string]string{"oncetrace.execution.id": "run-42"}
+	root := otlpJSONSpan(traceID, "00000000000000a0", "", "billing-agent", 1, s, s+900*ms, named, "")
+	tool := otlpJSONSpan(traceID, "00000000000000c1", "00000000000000a0", "execute_tool send_invoice_email", 1, s+100*ms, s+300*ms,
+		map[string]string{"oncetrace.execution.id": "run-42", "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "send_invoice_email",
+			"gen_ai.tool.call.arguments": `{"to":"jordan@acme.dev"}`}, "")
+	httpSpan := otlpJSONSpan(traceID, "00000000000000d1", "00000000000000c1", "POST", 3, s+110*ms, s+290*ms,
+		map[string]string{"oncetrace.execution.id": "run-42", "http.request.method": "POST"}, "")
+	email := []byte(`{"type":"effect","id":"fx-1","provider":"sandbox-mail","effect_id":"msg_1","target":"jordan@acme.dev",
+		"at":"2025-06-30T14:02:11.200Z","trace_id":"` + traceID + `","span_id":"00000000000000d1"}`)
+
+	var snaps []*snapshot
+	for _, order := range []string{"email first", "email last"} {
+		srv := startServer(t, order, ingest.DefaultLimits)
+		if order == "email first" {
+			srv.post(t, body{kind: "json", contentType: "application/json", data: email})
+		}
+		postOTLPJSON(t, srv, root, tool, httpSpan)
+		if order == "email last" {
+			srv.post(t, body{kind: "json", contentType: "application/json", data: email})
+		}
+		snap := srv.snapshot(t)
+		if snap.counts.executions != 1 {
+			t.Errorf("%s: got %d executions (%s), want run-42 alone", order, snap.counts.executions, snap.part("executions page 0"))
+		}
+		var x frameworkExecution
+		if err := json.Unmarshal(srv.get(t, "/api/v1/executions/run-42"), &x); err != nil {
+			t.Fatal(err)
+		}
+		if len(x.Effects) != 1 || x.Audit.State != "clean" {
+			t.Errorf("%s: run-42 has effects %+v, audit %q; want its email and clean", order, x.Effects, x.Audit.State)
+		}
+		snaps = append(snaps, snap)
+	}
+	compareSnapshots(t, "email last", snaps[1], "email first", snaps[0])
+}
