@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/oncetrace/oncetrace/web/sandbox"
 )
 
 // scenario switches the agent's safety mechanisms and failures.
@@ -112,7 +114,8 @@ func serverGapThreshold(ctx context.Context, server string) time.Duration {
 // demoResult is one scenario's execution as the server audited it.
 type demoResult struct {
 	Scenario, ExecutionID string
-	Effects               int
+	Effects               int    // emails the sandbox delivered
+	Audit                 string // the execution's audit state
 	Critical              []string
 }
 
@@ -152,7 +155,7 @@ func runDemo(ctx context.Context, o demoOptions) ([]demoResult, error) {
 		if err != nil {
 			return results, err
 		}
-		verdict := "clean"
+		verdict := r.Audit
 		if len(r.Critical) > 0 {
 			verdict = "critical: " + strings.Join(r.Critical, ", ")
 		}
@@ -293,7 +296,12 @@ func auditedResult(ctx context.Context, o demoOptions, name, id string) (demoRes
 	}
 	defer resp.Body.Close()
 	var body struct {
-		Effects  []json.RawMessage `json:"effects"`
+		Audit struct {
+			State string `json:"state"`
+		} `json:"audit"`
+		Effects []struct {
+			Provider string `json:"provider"`
+		} `json:"effects"`
 		Findings []struct {
 			Rule, Severity string
 		} `json:"findings"`
@@ -304,7 +312,12 @@ func auditedResult(ctx context.Context, o demoOptions, name, id string) (demoRes
 	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
 		return r, fmt.Errorf("demo: read back %s: %w", id, err)
 	}
-	r.Effects = len(body.Effects)
+	for _, e := range body.Effects {
+		if e.Provider == sandbox.Provider {
+			r.Effects++ // the CRM's records are effects too, but not emails
+		}
+	}
+	r.Audit = body.Audit.State
 	for _, f := range body.Findings {
 		if f.Severity == "critical" && !contains(r.Critical, f.Rule) {
 			r.Critical = append(r.Critical, f.Rule)
