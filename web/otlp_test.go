@@ -94,29 +94,7 @@ func (s *otlpServer) recordedPosts() []otlpPost {
 // post sends a body to /v1/traces and returns the answer.
 func (s *otlpServer) post(t *testing.T, contentType, encoding string, body []byte, header http.Header) (*http.Response, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, s.ts.URL+"/v1/traces", bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range header {
-		req.Header[k] = v
-	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	if encoding != "" {
-		req.Header.Set("Content-Encoding", encoding)
-	}
-	resp, err := s.ts.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp, data
+	return s.postTo(t, "/v1/traces", contentType, encoding, body, header)
 }
 
 func (s *otlpServer) get(t *testing.T, path string) []byte {
