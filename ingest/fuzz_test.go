@@ -29,6 +29,12 @@ var fuzzSeeds = append([]string{
 	`{"type":"execution","execution_id":"x","started_at":-0}`,
 	`{"type":"execution","execution_id":"x"} {}`,
 	`{"type":"span"}`,
+	`{"type":"span","execution_id":"x","trace_id":"t","span_id":"s","parent_span_id":"p","role":"model","model":"gpt-4o","input_tokens":120,"output_tokens":18,"started_at":0,"ended_at":1}`,
+	`{"type":"span","execution_id":"x","trace_id":"t","span_id":"s","role":"http","http_method":"POST","http_url":"http://h/","http_status":200,"idempotency_key":"k","error":"e"}`,
+	`{"type":"span","execution_id":"x","trace_id":"t","span_id":"s","role":"tool","input_tokens":-1}`,
+	`{"type":"attempt","execution_id":"x","step_id":"s","trace_id":"t","span_id":"s1","effect":"unknown","started_at":0}`,
+	`{"type":"effect","provider":"p","effect_id":"e","trace_id":"t","span_id":"s"}`,
+	`{"type":"execution","execution_id":"x","name":"n","name_source":"traceloop.entity.name"}`,
 	`{"type":"execution","execution_id":"x","labels":{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8}}`,
 	`[]`,
 	`"x"`,
@@ -58,8 +64,8 @@ func FuzzParseEvent(f *testing.F) {
 			t.Fatalf("id: got none for %q", raw)
 		}
 		if !payloadMatches(ev) {
-			t.Fatalf("payload: type %s with execution %v, attempt %v, effect %v; want exactly the one of its type",
-				ev.Type, ev.Execution != nil, ev.Attempt != nil, ev.Effect != nil)
+			t.Fatalf("payload: type %s with execution %v, attempt %v, effect %v, span %v; want exactly the one of its type",
+				ev.Type, ev.Execution != nil, ev.Attempt != nil, ev.Effect != nil, ev.Span != nil)
 		}
 		again, err := ingest.ParseEvent(ev.Body, ingest.DefaultLimits)
 		if err != nil {
@@ -76,15 +82,15 @@ func FuzzParseEvent(f *testing.F) {
 }
 
 func payloadMatches(ev trace.Event) bool {
-	switch ev.Type {
-	case trace.EventExecution:
-		return ev.Execution != nil && ev.Attempt == nil && ev.Effect == nil
-	case trace.EventAttempt:
-		return ev.Execution == nil && ev.Attempt != nil && ev.Effect == nil
-	case trace.EventEffect:
-		return ev.Execution == nil && ev.Attempt == nil && ev.Effect != nil
+	set := map[trace.EventType]bool{trace.EventExecution: ev.Execution != nil, trace.EventAttempt: ev.Attempt != nil,
+		trace.EventEffect: ev.Effect != nil, trace.EventSpan: ev.Span != nil}
+	n := 0
+	for _, ok := range set {
+		if ok {
+			n++
+		}
 	}
-	return false
+	return n == 1 && set[ev.Type]
 }
 
 // fuzzLimits keep the event limit small so that the fuzzer reaches it.
