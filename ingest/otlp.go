@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -156,8 +157,10 @@ func MapOTLP(td ptrace.Traces, cfg OTLPConfig) OTLPResult {
 			add(what, attemptEvent(s, cfg.ToolClasses))
 		default:
 			add(what, spanEvent(s))
-			if name, source := agentName(s); name != "" {
-				// An agent span below the root still names the execution.
+			// An agent span below the root still names the execution. Model
+			// and HTTP calls do not, though OpenLLMetry copies
+			// gen_ai.agent.name onto every span.
+			if name, source := agentName(s); name != "" && s.role == roleContext {
 				add(what, map[string]any{"type": "execution", "id": "otlp:" + s.traceID + ":" + s.spanID + ":name",
 					"execution_id": s.execution, "name": name, "name_source": source})
 			}
@@ -202,6 +205,7 @@ func roleOf(s *otlpSpan) spanRole {
 		return roleTool
 	case op == "chat", op == "text_completion", op == "generate_content", op == "embeddings",
 		oi == "LLM", oi == "EMBEDDING", isVercelModelCall(name, str(attrs, "ai.operationId")),
+		slices.Contains([]string{"chat", "completion", "embedding", "rerank"}, str(attrs, "llm.request.type")),
 		sp.Kind() == ptrace.SpanKindClient && hasAttr(attrs, "gen_ai.request.model"):
 		return roleModel
 	case sp.Kind() == ptrace.SpanKindClient && firstStr(attrs, otlpMethodAttrs...) != "":

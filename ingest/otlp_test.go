@@ -257,6 +257,8 @@ func TestMapOTLPRole(t *testing.T) {
 		{"GenAI: text_completion is a model call", false, internal, "text_completion", kv{"gen_ai.operation.name": "text_completion"}, "model"},
 		{"GenAI: generate_content is a model call", false, internal, "generate_content gemini", kv{"gen_ai.operation.name": "generate_content"}, "model"},
 		{"GenAI: embeddings is a model call", false, internal, "embeddings", kv{"gen_ai.operation.name": "embeddings"}, "model"},
+		{"OpenLLMetry (older): llm.request.type chat is a model call", false, internal, "openai.chat", kv{"llm.request.type": "chat"}, "model"},
+		{"OpenLLMetry (older): an unknown llm.request.type is context", false, internal, "x", kv{"llm.request.type": "other"}, "context"},
 		{"GenAI: invoke_agent below the root is context", false, internal, "invoke_agent researcher", kv{"gen_ai.operation.name": "invoke_agent"}, "context"},
 		{"GenAI: another operation is context", false, internal, "create_agent", kv{"gen_ai.operation.name": "create_agent"}, "context"},
 
@@ -1467,4 +1469,28 @@ func BenchmarkMapOTLP100Spans(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N*len(spans))/b.Elapsed().Seconds(), "spans/s")
+}
+
+// TestMapOTLPAgentNameOnEverySpan: OpenLLMetry copies gen_ai.agent.name
+// onto every span; only the root and agent-like context spans name the
+// execution, so model and HTTP calls add no execution event of their own.
+func TestMapOTLPAgentNameOnEverySpan(t *testing.T) {
+	agent := kv{"gen_ai.agent.name": "billing-agent", "traceloop.workflow.name": "billing-agent"}
+	events := mapSpans(t, nil,
+		testSpan{id: 1, name: "billing-agent.agent", start: 0, end: 100, attrs: kv{"traceloop.span.kind": "agent", "traceloop.entity.name": "billing-agent"}},
+		testSpan{id: 2, parent: 1, name: "chat gpt-4o-mini", kind: ptrace.SpanKindClient, start: 10,
+			attrs: kv{"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini", "gen_ai.agent.name": "billing-agent"}},
+		testSpan{id: 3, parent: 2, name: "POST", kind: ptrace.SpanKindClient, start: 11, attrs: kv{"http.request.method": "POST", "gen_ai.agent.name": "billing-agent"}},
+		testSpan{id: 4, parent: 1, name: "plan", start: 30, attrs: agent})
+	var named []string
+	for id, ev := range events {
+		if ev.Type == trace.EventExecution {
+			named = append(named, id)
+		}
+	}
+	slices.Sort(named)
+	want := []string{otlpEventID(1, 1), otlpEventID(1, 4) + ":name"}
+	if !slices.Equal(named, want) {
+		t.Errorf("execution events: got %v, want %v (the root's, and the context span's)", named, want)
+	}
 }
