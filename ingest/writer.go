@@ -365,6 +365,17 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 			if err := ensure(a.ExecutionID); err != nil {
 				return out, err
 			}
+			if a.Number > 0 {
+				// A number sent takes precedence over one derived: a
+				// span-identified attempt holding it moves.
+				moved, err := tx.VacateNumber(a.ExecutionID, a.StepID, a.Number)
+				if err != nil {
+					return out, err
+				}
+				if moved {
+					renumber = append(renumber, store.StepRef{ExecutionID: a.ExecutionID, StepID: a.StepID})
+				}
+			}
 			if err := tx.PutAttempt(a); err != nil {
 				return out, err
 			}

@@ -195,6 +195,23 @@ func (t *Tx) PutAttempt(a trace.Attempt) error {
 	return nil
 }
 
+// VacateNumber moves a span-identified attempt off the number an attempt
+// sent with it is about to take, to a placeholder that RenumberStep then
+// replaces: two attempts never share a row. It reports whether one moved.
+func (t *Tx) VacateNumber(executionID, stepID string, number int) (bool, error) {
+	s, err := t.stmt(`UPDATE attempts SET attempt = (SELECT min(coalesce(min(attempt), 0), 0) - 1 FROM attempts WHERE execution_id = ? AND step_id = ?)
+		WHERE execution_id = ? AND step_id = ? AND attempt = ? AND derived_number = 1`)
+	if err != nil {
+		return false, fmt.Errorf("store: vacate %s/%s/%d: %w", executionID, stepID, number, err)
+	}
+	res, err := s.ExecContext(t.ctx, executionID, stepID, executionID, stepID, number)
+	if err != nil {
+		return false, fmt.Errorf("store: vacate %s/%s/%d: %w", executionID, stepID, number, err)
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
+}
+
 // renumberOffset keeps the temporary numbers of a renumbering clear of
 // every real number and placeholder.
 const renumberOffset = 1_000_000_000

@@ -157,3 +157,44 @@ func TestTraceEffectBeforeNamedSpans(t *testing.T) {
 	}
 	compareSnapshots(t, "email last", snaps[1], "email first", snaps[0])
 }
+
+// TestSpanAttemptsAndSentNumbers: attempts identified by their spans take
+// the numbers that attempts sent with one leave free, by start time, and
+// no arrival order loses one or merges two.
+func TestSpanAttemptsAndSentNumbers(t *testing.T) {
+	bySpan := func(span, start string) string {
+		return `{"type":"attempt","execution_id":"x","step_id":"s","trace_id":"4bf92f3577b34da6a3ce929d0e0e4736","span_id":"` + span +
+			`","tool":"send","started_at":"` + start + `","ended_at":"` + start + `","outcome":"ok"}`
+	}
+	sent := `{"type":"attempt","execution_id":"x","step_id":"s","attempt":1,"tool":"send","started_at":"2026-06-30T14:00:05Z","ended_at":"2026-06-30T14:00:06Z","outcome":"error"}`
+	a := bySpan("00000000000000a1", "2026-06-30T14:00:01Z")
+	b := bySpan("00000000000000b2", "2026-06-30T14:00:02Z")
+	want := []string{"1 error ", "2 ok 00000000000000a1", "3 ok 00000000000000b2"}
+	var answers []string
+	for _, order := range [][]string{{a, b, sent}, {sent, b, a}, {b, sent, a}} {
+		srv := startServer(t, "order", ingest.DefaultLimits)
+		for _, ev := range order {
+			srv.post(t, body{kind: "json", contentType: "application/json", data: []byte(ev)})
+		}
+		data := srv.get(t, "/api/v1/executions/x")
+		answers = append(answers, string(data))
+		var x frameworkExecution
+		if err := json.Unmarshal(data, &x); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, st := range x.Steps {
+			for _, at := range st.Attempts {
+				got = append(got, fmt.Sprintf("%d %s %s", at.Attempt, at.Outcome, at.SpanID))
+			}
+		}
+		if strings.Join(got, "; ") != strings.Join(want, "; ") {
+			t.Errorf("attempts: got %v, want %v", got, want)
+		}
+	}
+	for i := 1; i < len(answers); i++ {
+		if answers[i] != answers[0] {
+			t.Errorf("order %d gives another execution:\n%s\nwant\n%s", i, answers[i], answers[0])
+		}
+	}
+}
