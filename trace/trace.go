@@ -18,9 +18,10 @@ const (
 )
 
 // SideEffecting reports whether a step of the class may change the world:
-// write, unsafe, or unknown.
+// write, unsafe, unknown, or no class at all (a native event that did not
+// say: nothing shows it only reads). Only read is known to change nothing.
 func (c EffectClass) SideEffecting() bool {
-	return c == EffectWrite || c == EffectUnsafe || c == EffectUnknown
+	return c != EffectRead
 }
 
 // Outcome is how an attempt ended. Running and Lost are derived, never sent.
