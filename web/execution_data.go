@@ -43,8 +43,20 @@ func (s *Server) loadExecution(ctx context.Context, id string) (executionData, e
 	d.verdict = trace.Judge(d.run, d.findings)
 	if d.verdict.State == trace.StateUnverified {
 		from, to := runWindow(d.run)
-		if d.nearbyOrphans, err = s.cfg.DB.OrphanEffectsBetween(ctx, from, to, maxNearbyOrphans); err != nil {
+		orphans, err := s.cfg.DB.OrphanEffectsBetween(ctx, from, to, maxNearbyOrphans+len(d.run.Effects))
+		if err != nil {
 			return d, err
+		}
+		// The run's own effects (one whose tool call never arrived is an
+		// orphan too) are listed already.
+		own := map[trace.EffectRef]bool{}
+		for _, f := range d.run.Effects {
+			own[f.Ref()] = true
+		}
+		for _, f := range orphans {
+			if !own[f.Ref()] && len(d.nearbyOrphans) < maxNearbyOrphans {
+				d.nearbyOrphans = append(d.nearbyOrphans, f)
+			}
 		}
 	}
 	return d, nil
