@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/oncetrace/oncetrace/ingest"
+	"github.com/oncetrace/oncetrace/ingest/outbox"
 	"github.com/oncetrace/oncetrace/static"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
@@ -66,7 +67,7 @@ func New(cfg Config) *Server {
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	cfg.Sandbox.Recorder = effectRecorder{writer: cfg.Writer, limits: cfg.Limits}
+	cfg.Sandbox.Recorder = outbox.WriterRecorder{Writer: cfg.Writer, Limits: cfg.Limits, Feed: "sandbox"}
 	if cfg.Sandbox.Logger == nil {
 		cfg.Sandbox.Logger = cfg.Logger
 	}

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/oncetrace/oncetrace/ingest/outbox"
 	"github.com/oncetrace/oncetrace/trace"
 )
 
@@ -148,7 +149,7 @@ func errorBody(typ, format string, args ...any) []byte {
 func (s *Sandbox) ServeSend(w http.ResponseWriter, r *http.Request) {
 	entry := LogEntry{At: s.cfg.Now(), IdempotencyKey: r.Header.Get("Idempotency-Key"),
 		Execution: r.Header.Get(HeaderExecution), Step: r.Header.Get(HeaderStep)}
-	entry.TraceID, entry.SpanID, _ = trace.ParseTraceparent(r.Header.Get("traceparent"))
+	entry.TraceID, entry.SpanID = outbox.TraceContext(r.Header)
 	status, body, headers := s.send(r, &entry)
 	entry.Status = status
 	s.record(entry)

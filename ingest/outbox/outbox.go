@@ -1,0 +1,75 @@
+// Package outbox is what every outbox feed shares: the sandbox, the
+// recording proxy, provider webhooks and the SMTP sink record what a
+// provider did as an effect, with the W3C trace context of the request
+// that caused it read the same way, and store it through ingest like any
+// other event. It does no HTTP serving of its own.
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/oncetrace/oncetrace/ingest"
+	"github.com/oncetrace/oncetrace/trace"
+)
+
+// Recorder stores an effect; a feed answers its caller only after it
+// returns, or counts and retries what it could not record.
+type Recorder interface {
+	RecordEffect(ctx context.Context, e trace.Effect) error
+}
+
+// TraceContext reads the request's W3C traceparent: the trace that names
+// the execution and the span that made the request. A header that breaks
+// the format gives none, never a wrong one.
+func TraceContext(h http.Header) (traceID, spanID string) {
+	traceID, spanID, _ = trace.ParseTraceparent(h.Get("traceparent"))
+	return traceID, spanID
+}
+
+// EventID is the id of the effect event a feed records: the same effect
+// reported twice (a re-delivered webhook, a retried record) is one event.
+func EventID(feed string, e trace.Effect) string {
+	return feed + ":" + e.Provider + ":" + e.ID
+}
+
+// Event is the native effect event for e, with the given event id.
+func Event(e trace.Effect, id string) map[string]any {
+	ev := map[string]any{"type": "effect", "id": id, "provider": e.Provider, "effect_id": e.ID}
+	if !e.At.IsZero() {
+		ev["at"] = e.At.UTC().Format(time.RFC3339Nano)
+	}
+	for k, v := range map[string]string{"target": e.Target, "idempotency_key": e.IdempotencyKey, "execution_id": e.ExecutionID,
+		"step_id": e.StepID, "trace_id": e.TraceID, "span_id": e.SpanID} {
+		if v != "" {
+			ev[k] = v
+		}
+	}
+	return ev
+}
+
+// WriterRecorder records effects through the server's own writer: the
+// effect is committed when RecordEffect returns.
+type WriterRecorder struct {
+	Writer *ingest.Writer
+	Limits ingest.Limits
+	// Feed names the feed in event ids: sandbox, tap, webhook, smtp.
+	Feed string
+}
+
+// RecordEffect validates the effect as a native event and commits it.
+func (r WriterRecorder) RecordEffect(ctx context.Context, e trace.Effect) error {
+	raw, err := json.Marshal(Event(e, EventID(r.Feed, e)))
+	if err != nil {
+		return err
+	}
+	parsed, err := ingest.ParseEvent(raw, r.Limits)
+	if err != nil {
+		return fmt.Errorf("%s effect: %w", r.Feed, err)
+	}
+	_, err = r.Writer.Write(ctx, []trace.Event{parsed})
+	return err
+}
