@@ -107,12 +107,14 @@ type EffectView struct {
 	State       trace.MatchState
 	StepID      string // the step it belongs to, if any
 	Siblings    int    // effects of that step, itself included
+	MessageURL  string // the message kept for it (the SMTP sink), or ""
 }
 
 // OutboxRow is one effect on the outbox page.
 type OutboxRow struct {
 	trace.Effect
-	State trace.MatchState
+	State      trace.MatchState
+	MessageURL string // the message kept for it (the SMTP sink), or ""
 }
 
 // OutboxView is the outbox page.

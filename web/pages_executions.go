@@ -132,6 +132,11 @@ func (s *Server) handleEffectPage(c echo.Context) error {
 			continue
 		}
 		v := views.EffectView{ExecutionID: d.run.Execution.ID, Effect: f, State: d.states[ref]}
+		messages, err := s.messageURLs(c.Request().Context(), []trace.EffectRef{ref})
+		if err != nil {
+			return err
+		}
+		v.MessageURL = messages[ref]
 		for stepID, es := range d.run.StepEffects() {
 			for _, e := range es {
 				if e.Ref() == ref {
@@ -157,9 +162,17 @@ func (s *Server) handleOutboxPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	refs := make([]trace.EffectRef, len(rows))
+	for i, r := range rows {
+		refs[i] = r.Ref()
+	}
+	messages, err := s.messageURLs(c.Request().Context(), refs)
+	if err != nil {
+		return err
+	}
 	v := views.OutboxView{Provider: f.Provider, State: string(f.State)}
 	for _, r := range rows {
-		v.Rows = append(v.Rows, views.OutboxRow{Effect: r.Effect, State: r.State})
+		v.Rows = append(v.Rows, views.OutboxRow{Effect: r.Effect, State: r.State, MessageURL: messages[r.Ref()]})
 	}
 	if next != "" {
 		params := c.QueryParams()

@@ -38,8 +38,12 @@ type Config struct {
 	Hub *Hub
 	// AllowedOrigins may open the live WebSocket besides the server's own.
 	AllowedOrigins []string
-	// Now is the clock of live pages; time.Now when nil.
+	// Now is the clock of live pages and of webhook signature ages;
+	// time.Now when nil.
 	Now func() time.Time
+	// Webhooks configures POST /api/v1/webhooks/{provider}: mappings,
+	// signing secrets, the signature age tolerance.
+	Webhooks WebhookConfig
 }
 
 // Server serves the UI and the APIs.
@@ -95,14 +99,19 @@ func (s *Server) routes() {
 	e.GET("/executions/:id/attempt", s.handleAttemptPage)
 	e.GET("/executions/:id/effect", s.handleEffectPage)
 	e.GET("/outbox", s.handleOutboxPage)
+	e.GET("/outbox/messages", s.handleMessagePage)
+	e.GET("/outbox/messages/html", s.handleMessageHTML)
+	e.GET("/outbox/messages/raw", s.handleMessageRaw)
 	e.GET("/keys/:key", s.handleKeyPage)
 	e.GET("/live", s.handleLivePage)
 
 	api := e.Group("/api/v1")
 	api.POST("/events", s.handleEventsIngest, s.requireIngestToken)
+	api.POST("/webhooks/:provider", s.handleWebhook, s.requireWebhookToken)
 	api.GET("/executions", s.handleExecutionList)
 	api.GET("/executions/:id", s.handleExecutionShow)
 	api.GET("/effects", s.handleEffectList)
+	api.GET("/messages", s.handleMessageShow)
 	api.GET("/findings", s.handleFindingList)
 	api.GET("/keys/:key", s.handleKeyShow)
 	api.GET("/stream", s.handleStream)

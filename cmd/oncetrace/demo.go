@@ -54,6 +54,11 @@ type demoOptions struct {
 	runID         string
 	only          []string
 	out           io.Writer
+	// via is "tap" to send the mail through a recording proxy in front of
+	// the sandbox (demo_tap.go); mailURL and mailProvider, when set, are
+	// where the agent sends mail and the provider its attempts name.
+	via                   string
+	mailURL, mailProvider string
 }
 
 func runDemoCommand(args []string, out io.Writer) error {
@@ -66,6 +71,7 @@ func runDemoCommand(args []string, out io.Writer) error {
 	fs.StringVar(&o.journalDir, "journal-dir", "", "where the agent keeps its journals (default: a new temporary directory)")
 	fs.StringVar(&o.runID, "run", "", "suffix of the execution ids (default: the time)")
 	only := fs.String("scenario", "", "comma-separated scenarios to run (default: all): naive, crash, safe, safe-rerun, key-only, crash-safe")
+	fs.StringVar(&o.via, "via", "sandbox", "sandbox: the agent calls the sandbox mail API; tap: it calls it through a recording proxy (oncetrace tap) that injects the faults and records the emails too")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -74,6 +80,9 @@ func runDemoCommand(args []string, out io.Writer) error {
 	}
 	if *only != "" {
 		o.only = strings.Split(*only, ",")
+	}
+	if o.via != "sandbox" && o.via != "tap" {
+		return fmt.Errorf("demo: --via %q: want sandbox or tap", o.via)
 	}
 	ctx, cancel := signalContext()
 	defer cancel()
@@ -140,6 +149,14 @@ func runDemo(ctx context.Context, o demoOptions) ([]demoResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("demo: cannot find my own binary to start agent processes: %w", err)
 	}
+	viaTap, err := startDemoTap(o)
+	if err != nil {
+		return nil, err
+	}
+	defer viaTap.stop()
+	if viaTap != nil {
+		o.mailURL = viaTap.url + sandboxSendPath
+	}
 	var results []demoResult
 	for _, sc := range scenarios {
 		if len(o.only) > 0 && !contains(o.only, sc.name) {
@@ -151,6 +168,7 @@ func runDemo(ctx context.Context, o demoOptions) ([]demoResult, error) {
 		if err := w.play(ctx); err != nil {
 			return results, fmt.Errorf("demo: %s: %w", sc.name, err)
 		}
+		viaTap.settle(ctx)
 		r, err := auditedResult(ctx, o, sc.name, id)
 		if err != nil {
 			return results, err
@@ -162,6 +180,7 @@ func runDemo(ctx context.Context, o demoOptions) ([]demoResult, error) {
 		fmt.Fprintf(o.out, "demo: %-10s %d email(s) sent, %s — %s/executions/%s\n", sc.name, r.Effects, verdict, strings.TrimRight(o.server, "/"), id)
 		results = append(results, r)
 	}
+	viaTap.report()
 	return results, nil
 }
 
@@ -210,6 +229,12 @@ func (w demoWorker) agent() (*agent, error) {
 		return nil, err
 	}
 	a := newAgent(w.o.server, w.o.token, w.execution, w.sc.name, w.o.timeout)
+	if w.o.mailURL != "" {
+		a.mailURL = w.o.mailURL
+	}
+	if w.o.mailProvider != "" {
+		a.mailProvider = w.o.mailProvider
+	}
 	a.useKey, a.recordResults, a.loseFirst, a.journal = w.sc.useKey, w.sc.recordResults, w.sc.loseFirst, j
 	return a, nil
 }
@@ -249,7 +274,8 @@ func killed(exit *exec.ExitError) bool {
 // restarted machine would have.
 func (w demoWorker) process(ctx context.Context, crashAt string) error {
 	cmd := exec.CommandContext(ctx, w.exe, "demo-worker", "--server", w.o.server, "--execution", w.execution,
-		"--scenario", w.sc.name, "--journal", w.journal, "--timeout", w.o.timeout.String(), "--crash", crashAt)
+		"--scenario", w.sc.name, "--journal", w.journal, "--timeout", w.o.timeout.String(), "--crash", crashAt,
+		"--mail-url", w.o.mailURL, "--mail-provider", w.o.mailProvider)
 	cmd.Env = append(os.Environ(), "ONCETRACE_INGEST_TOKEN="+w.o.token)
 	cmd.Stdout, cmd.Stderr = w.o.out, w.o.out
 	return cmd.Run()
@@ -264,6 +290,8 @@ func runDemoWorker(args []string) error {
 	journalPath := fs.String("journal", "", "")
 	timeout := fs.Duration("timeout", time.Second, "")
 	crash := fs.String("crash", "", "")
+	mailURL := fs.String("mail-url", "", "")
+	mailProvider := fs.String("mail-provider", "", "")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -271,7 +299,7 @@ func runDemoWorker(args []string) error {
 	if !ok {
 		return fmt.Errorf("demo-worker: unknown scenario %q", *name)
 	}
-	w := demoWorker{o: demoOptions{server: *server, token: os.Getenv("ONCETRACE_INGEST_TOKEN"), timeout: *timeout}, sc: sc,
+	w := demoWorker{o: demoOptions{server: *server, token: os.Getenv("ONCETRACE_INGEST_TOKEN"), timeout: *timeout, mailURL: *mailURL, mailProvider: *mailProvider}, sc: sc,
 		execution: *execution, journal: *journalPath}
 	a, err := w.agent()
 	if err != nil {

@@ -49,11 +49,16 @@ type agent struct {
 	// result is journaled, the CRM step not yet run).
 	crash  string
 	client *http.Client
+	// mailURL is where send_invoice_email posts: the sandbox's send
+	// endpoint, or a tap in front of it or of another mail API.
+	// mailProvider is the provider its attempts name.
+	mailURL, mailProvider string
 }
 
 func newAgent(server, token, execution, scenario string, timeout time.Duration) *agent {
 	return &agent{server: strings.TrimRight(server, "/"), token: token, execution: execution, scenario: scenario,
-		worker: fmt.Sprintf("pid-%d", os.Getpid()), timeout: timeout, client: &http.Client{}}
+		worker: fmt.Sprintf("pid-%d", os.Getpid()), timeout: timeout, client: &http.Client{},
+		mailURL: strings.TrimRight(server, "/") + sandboxSendPath, mailProvider: "sandbox-mail"}
 }
 
 var invoiceArgs = map[string]any{"to": "jordan@acme.dev", "subject": "Your June invoice", "body": "Invoice INV-2026-06 for $1,240.00 is attached."}
@@ -64,7 +69,7 @@ func (a *agent) run(ctx context.Context) error {
 		"name": "billing-agent", "status": "running", "started_at": now(), "labels": map[string]string{"scenario": a.scenario}}); err != nil {
 		return err
 	}
-	sent, err := a.step(ctx, demoSendStep, "send_invoice_email", "sandbox-mail", invoiceArgs, a.sendInvoice)
+	sent, err := a.step(ctx, demoSendStep, "send_invoice_email", a.mailProvider, invoiceArgs, a.sendInvoice)
 	if err != nil {
 		return a.fail(ctx, err)
 	}
@@ -165,12 +170,15 @@ func (a *agent) step(ctx context.Context, stepID, tool, provider string, args ma
 	return nil, fmt.Errorf("%s: gave up after %d attempts: %v", stepID, demoAttempts, last.err)
 }
 
-// sendInvoice calls the sandbox mail API.
+// sandboxSendPath is the sandbox mail API's send endpoint.
+const sandboxSendPath = "/sandbox/mail/v1/send"
+
+// sendInvoice calls the mail API: the sandbox's, or a tap in front of it.
 func (a *agent) sendInvoice(ctx context.Context, key string, attempt int) toolResult {
 	body, _ := json.Marshal(invoiceArgs)
 	ctx, cancel := context.WithTimeout(ctx, a.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.server+"/sandbox/mail/v1/send", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.mailURL, bytes.NewReader(body))
 	if err != nil {
 		return toolResult{outcome: "error", err: err}
 	}
@@ -199,6 +207,8 @@ func (a *agent) sendInvoice(ctx context.Context, key string, attempt int) toolRe
 		return toolResult{outcome: "error", result: result, err: fmt.Errorf("mail API answered %s", resp.Status)}
 	}
 	dedup, _ := result["deduplicated"].(bool)
+	// Stripe's contract says it in a header: the answer came from the key store.
+	dedup = dedup || resp.Header.Get("Idempotent-Replayed") == "true"
 	return toolResult{outcome: "ok", result: result, deduplicated: dedup}
 }
 

@@ -19,6 +19,7 @@ const usage = `oncetrace — an execution-trace viewer that makes duplicate side
 Usage:
   oncetrace serve   [flags]   serve the UI, the ingest and read APIs
   oncetrace demo    [flags]   run the article's scenarios for real against a server
+  oncetrace tap     [flags]   a recording proxy in front of an API: its effects go to a server
   oncetrace audit   [flags]   print the audit's findings; exit 1 on any critical one
   oncetrace import  [flags]   load NDJSON events into a database
   oncetrace export  [flags]   write a database's events as NDJSON
@@ -45,6 +46,8 @@ func main() {
 		}
 	case "demo":
 		err = runDemoCommand(args, os.Stdout)
+	case "tap":
+		err = runTap(args)
 	case "demo-worker": // an agent process the demo starts; not for people
 		err = runDemoWorker(args)
 	case "import":

@@ -13,10 +13,13 @@ import (
 	"time"
 
 	"github.com/oncetrace/oncetrace/ingest"
+	"github.com/oncetrace/oncetrace/ingest/outbox"
+	"github.com/oncetrace/oncetrace/ingest/outbox/smtpsink"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 	"github.com/oncetrace/oncetrace/web"
 	"github.com/oncetrace/oncetrace/web/sandbox"
+	"github.com/oncetrace/oncetrace/web/tap"
 )
 
 type serveConfig struct {
@@ -32,6 +35,11 @@ type serveConfig struct {
 	otlpAddr              string
 	allowedOrigins        []string
 	toolClasses           ingest.ToolClasses
+	webhookFlags          webhookFlags
+	webhooks              web.WebhookConfig
+	smtpAddr              string
+	smtp                  smtpsink.Config
+	taps                  []serveTapSpec
 }
 
 func serveFlags(args []string) (serveConfig, error) {
@@ -58,6 +66,11 @@ func serveFlags(args []string) (serveConfig, error) {
 		return err
 	})
 	fs.StringVar(&c.otlpAddr, "otlp-addr", envOr("ONCETRACE_OTLP_ADDR", ""), "also accept OTLP/HTTP here (POST /v1/traces; /v1/logs and /v1/metrics are accepted and dropped), e.g. 127.0.0.1:4318 (env ONCETRACE_OTLP_ADDR)")
+	fs.StringVar(&c.smtpAddr, "smtp", envOr("ONCETRACE_SMTP_ADDR", ""), "also accept mail here, e.g. 127.0.0.1:2525, and record each message as an effect of provider smtp (see docs/outbox.md) (env ONCETRACE_SMTP_ADDR)")
+	fs.Int64Var(&c.smtp.MaxMessageBytes, "smtp-max-bytes", smtpsink.DefaultMaxMessageBytes, "with --smtp: largest message (552 beyond it); it is kept whole")
+	fs.IntVar(&c.smtp.MaxRecipients, "smtp-max-recipients", smtpsink.DefaultMaxRecipients, "with --smtp: most recipients of one message (452 beyond it)")
+	fs.IntVar(&c.smtp.MaxConnections, "smtp-max-connections", smtpsink.DefaultMaxConnections, "with --smtp: most open connections (421 beyond it)")
+	fs.DurationVar(&c.smtp.Timeout, "smtp-timeout", smtpsink.DefaultTimeout, "with --smtp: longest wait for a command, for a whole message's data, and for a reply to be written")
 	fs.IntVar(&c.liveBuffer, "live-buffer", 1024, "messages a live client may fall behind before it is dropped (it then resumes from its last sequence)")
 	fs.Func("allowed-origin", "an origin besides the server's own that may open the live WebSocket (repeatable)", func(v string) error {
 		c.allowedOrigins = append(c.allowedOrigins, v)
@@ -65,6 +78,12 @@ func serveFlags(args []string) (serveConfig, error) {
 	})
 	toolClasses := fs.String("tool-class", envOr("ONCETRACE_TOOL_CLASS", ""),
 		"classify OpenTelemetry tool calls without oncetrace.effect by tool-name glob, e.g. 'send_*=write,get_*=read,charge_*=unsafe'; unmatched tools are class unknown (env ONCETRACE_TOOL_CLASS)")
+	c.webhookFlags.register(fs)
+	fs.Func("tap", "a recording proxy in front of an API: NAME=UPSTREAM@LISTEN, e.g. stripe=https://api.stripe.com@127.0.0.1:9001; NAME is the effects' provider (repeatable; see docs/outbox.md)", func(v string) error {
+		t, err := parseServeTap(v)
+		c.taps = append(c.taps, t)
+		return err
+	})
 	fs.BoolVar(&c.demo, "demo", false, "run the demo's scenarios against this server in the background at start-up (once per database)")
 	fs.DurationVar(&c.demoGap, "demo-gap", 0, "with --demo: how long the crash scenarios wait with no process running (default: just over --gap-threshold)")
 	if err := fs.Parse(args); err != nil {
@@ -74,8 +93,21 @@ func serveFlags(args []string) (serveConfig, error) {
 	if c.toolClasses, err = ingest.ParseToolClasses(*toolClasses); err != nil {
 		return c, fmt.Errorf("serve: --tool-class: %w", err)
 	}
+	if c.webhooks, err = c.webhookFlags.config(); err != nil {
+		return c, err
+	}
 	if c.otlpAddr != "" {
 		if err := checkExposure(c.otlpAddr, c.token, c.insecure); err != nil {
+			return c, err
+		}
+	}
+	if c.smtpAddr != "" {
+		if err := checkExposure(c.smtpAddr, c.token, c.insecure); err != nil {
+			return c, err
+		}
+	}
+	for _, t := range c.taps {
+		if err := checkTapExposure(t.listen, c.insecure); err != nil {
 			return c, err
 		}
 	}
@@ -125,7 +157,7 @@ func runServe(args []string) error {
 	wcfg.GroupCommit = c.groupCommit
 	wcfg.OnCommit = hub.Publish // after each commit; never blocks
 	writer := ingest.NewWriter(db, wcfg)
-	srv := web.New(web.Config{DB: db, Writer: writer, Limits: c.limits, ToolClasses: c.toolClasses, Analysis: c.analysis, IngestToken: c.token,
+	srv := web.New(web.Config{DB: db, Writer: writer, Limits: c.limits, ToolClasses: c.toolClasses, Analysis: c.analysis, IngestToken: c.token, Webhooks: c.webhooks,
 		Logger: logger, Sandbox: c.sandbox, Hub: hub, AllowedOrigins: c.allowedOrigins})
 
 	ln, err := net.Listen("tcp", c.addr)
@@ -135,7 +167,7 @@ func runServe(args []string) error {
 	}
 	httpServer := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
 	logger.Info("oncetrace serving", "url", "http://"+ln.Addr().String(), "db", c.db, "sync", c.sync, "version", version)
-	serveErr := make(chan error, 2)
+	serveErr := make(chan error, 3)
 	go func() { serveErr <- httpServer.Serve(ln) }()
 	// The conventional OTLP/HTTP port, for exporters left at their default.
 	otlpServer := &http.Server{Handler: otlpOnly(srv), ReadHeaderTimeout: 10 * time.Second}
@@ -149,6 +181,35 @@ func runServe(args []string) error {
 		logger.Info("oncetrace OTLP/HTTP", "url", "http://"+otlpLn.Addr().String()+"/v1/traces")
 		go func() { serveErr <- otlpServer.Serve(otlpLn) }()
 	}
+	// The SMTP sink records each message through the same writer, before
+	// it answers 250.
+	var sink *smtpsink.Sink
+	if c.smtpAddr != "" {
+		smtpLn, err := net.Listen("tcp", c.smtpAddr)
+		if err != nil {
+			httpServer.Close()
+			otlpServer.Close()
+			writer.Close()
+			return fmt.Errorf("serve: --smtp: %w", err)
+		}
+		cfg := c.smtp
+		cfg.Recorder = outbox.WriterRecorder{Writer: writer, Limits: c.limits, Feed: smtpsink.Feed}
+		cfg.Messages, cfg.Limits, cfg.Token, cfg.Logger = db, c.limits, c.token, logger
+		sink = smtpsink.New(cfg)
+		logger.Info("oncetrace SMTP sink", "addr", smtpLn.Addr().String(), "auth", c.token != "")
+		go func() { serveErr <- sink.Serve(smtpLn) }()
+	}
+	// The recording proxies record through the same writer, so they stop before it.
+	taps, err := startServeTaps(c.taps, c.db, outbox.WriterRecorder{Writer: writer, Limits: c.limits, Feed: tap.Feed}, c.limits, logger)
+	if err != nil {
+		httpServer.Close()
+		otlpServer.Close()
+		if sink != nil {
+			sink.Close()
+		}
+		writer.Close()
+		return err
+	}
 	demoDone := make(chan struct{})
 	if c.demo {
 		go func() {
@@ -161,6 +222,7 @@ func runServe(args []string) error {
 
 	select {
 	case err := <-serveErr:
+		taps.stop(context.Background())
 		writer.Close()
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
@@ -170,7 +232,10 @@ func runServe(args []string) error {
 	defer cancel()
 	<-demoDone  // the demo stops with ctx; its agent processes are killed
 	srv.Close() // live connections are told and closed; Shutdown does not wait for hijacked ones
-	err = errors.Join(httpServer.Shutdown(shutdownCtx), otlpServer.Shutdown(shutdownCtx))
+	if sink != nil {
+		sink.Close() // returns once the messages being recorded are committed
+	}
+	err = errors.Join(httpServer.Shutdown(shutdownCtx), otlpServer.Shutdown(shutdownCtx), taps.stop(shutdownCtx))
 	writer.Close() // commits whatever is queued before the database closes
 	return err
 }

@@ -7,6 +7,8 @@ package outbox
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -26,8 +28,7 @@ type Recorder interface {
 // the execution and the span that made the request. A header that breaks
 // the format gives none, never a wrong one.
 func TraceContext(h http.Header) (traceID, spanID string) {
-	traceID, spanID, _ = trace.ParseTraceparent(h.Get("traceparent"))
-	return traceID, spanID
+	return ParseTraceContext(h.Get("traceparent"))
 }
 
 // EventID is the id of the effect event a feed records: the same effect
@@ -62,14 +63,29 @@ type WriterRecorder struct {
 
 // RecordEffect validates the effect as a native event and commits it.
 func (r WriterRecorder) RecordEffect(ctx context.Context, e trace.Effect) error {
-	raw, err := json.Marshal(Event(e, EventID(r.Feed, e)))
-	if err != nil {
-		return err
-	}
-	parsed, err := ingest.ParseEvent(raw, r.Limits)
+	parsed, err := EffectEvent(r.Feed, e, r.Limits)
 	if err != nil {
 		return fmt.Errorf("%s effect: %w", r.Feed, err)
 	}
 	_, err = r.Writer.Write(ctx, []trace.Event{parsed})
 	return err
+}
+
+// EffectEvent is the native event a feed records for e, validated with the
+// same checks and limits as POST /api/v1/events; errors read "field:
+// problem". A feed that commits several effects in one write (a batched
+// webhook) builds each with it.
+func EffectEvent(feed string, e trace.Effect, lim ingest.Limits) (trace.Event, error) {
+	id := EventID(feed, e)
+	if len(id) > lim.IDBytes {
+		// A long effect id (up to the limit itself) still gets an event id
+		// within the limit, and still the same one each time it is reported.
+		sum := sha256.Sum256([]byte(e.Provider + "\n" + e.ID))
+		id = feed + ":" + hex.EncodeToString(sum[:16])
+	}
+	raw, err := json.Marshal(Event(e, id))
+	if err != nil {
+		return trace.Event{}, err
+	}
+	return ingest.ParseEvent(raw, lim)
 }

@@ -1,0 +1,306 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/oncetrace/oncetrace/ingest"
+	"github.com/oncetrace/oncetrace/ingest/outbox"
+	"github.com/oncetrace/oncetrace/web/sandbox"
+	"github.com/oncetrace/oncetrace/web/tap"
+)
+
+// tapOptions configure one recording proxy, standalone or inside serve.
+type tapOptions struct {
+	listen, upstream, provider string
+	server, token              string // the standalone tap's oncetrace server
+	insecure                   bool
+	faults                     []sandbox.Fault
+	effectIDField, targetField string
+	effectIDHeaders            []string
+	keyHeaders                 []string
+	unsafeMethods              []string
+	queueDir                   string
+	queueMaxBytes              int64
+	maxPeekBytes               int64
+	recordTimeout              time.Duration
+}
+
+func tapFlags(args []string) (tapOptions, error) {
+	o := tapOptions{}
+	fs := flag.NewFlagSet("tap", flag.ContinueOnError)
+	fs.StringVar(&o.listen, "listen", envOr("ONCETRACE_TAP_LISTEN", "127.0.0.1:9001"), "where the agent sends its requests instead of the API (env ONCETRACE_TAP_LISTEN)")
+	fs.StringVar(&o.upstream, "upstream", envOr("ONCETRACE_TAP_UPSTREAM", ""), "the API's base URL, e.g. https://api.stripe.com (env ONCETRACE_TAP_UPSTREAM)")
+	fs.StringVar(&o.provider, "provider", envOr("ONCETRACE_TAP_PROVIDER", ""), "the provider the effects name, e.g. stripe: what your agent's attempts name as their provider (env ONCETRACE_TAP_PROVIDER)")
+	fs.StringVar(&o.server, "server", envOr("ONCETRACE_SERVER", "http://127.0.0.1:8080"), "the oncetrace server that receives the effects (env ONCETRACE_SERVER)")
+	fs.StringVar(&o.token, "token", envOr("ONCETRACE_INGEST_TOKEN", ""), "the server's ingest token, if it has one (env ONCETRACE_INGEST_TOKEN)")
+	fs.BoolVar(&o.insecure, "insecure", false, "allow a non-loopback --listen: anyone who reaches it can call the API through the tap and write effects")
+	fs.Func("fault", "a standing fault on unsafe requests: lose-response=0.1, fail-before=0.05, latency=500ms, or the sandbox's syntax lose-response;p=0.1 (repeatable; see docs/outbox.md)", func(v string) error {
+		fs, err := tap.ParseFaults(v)
+		o.faults = append(o.faults, fs...)
+		return err
+	})
+	fs.StringVar(&o.effectIDField, "effect-id-field", "id", "the response's JSON field holding the effect's id (a dotted path); without it the id is a hash of the request")
+	fs.Func("effect-id-header", "a response header holding the effect's id, tried before --effect-id-field, e.g. X-Message-Id (repeatable)", func(v string) error {
+		if v = strings.TrimSpace(v); v != "" {
+			o.effectIDHeaders = append(o.effectIDHeaders, v)
+		}
+		return nil
+	})
+	fs.StringVar(&o.targetField, "target-field", "to", "the request's JSON or form field naming the effect's target (a dotted path)")
+	fs.Func("key-header", "a request header carrying the idempotency key besides Idempotency-Key, e.g. X-Idempotency-Key (repeatable or comma-separated; tried before Idempotency-Key)", func(v string) error {
+		for _, h := range strings.Split(v, ",") {
+			if h = strings.TrimSpace(h); h != "" {
+				o.keyHeaders = append(o.keyHeaders, h)
+			}
+		}
+		return nil
+	})
+	unsafe := fs.String("unsafe-methods", strings.Join(tap.DefaultUnsafeMethods, ","), "methods whose 2xx answers are effects (comma-separated)")
+	fs.StringVar(&o.queueDir, "queue-dir", envOr("ONCETRACE_TAP_QUEUE_DIR", ""), "where effects wait while the server cannot take them (default: the user cache directory's oncetrace/tap-queue/PROVIDER) (env ONCETRACE_TAP_QUEUE_DIR)")
+	fs.Int64Var(&o.queueMaxBytes, "queue-max-bytes", outbox.DefaultQueueBytes, "the queue's cap; when full, the oldest effects are dropped and counted")
+	fs.Int64Var(&o.maxPeekBytes, "max-peek-bytes", tap.DefaultMaxPeekBytes, "how much of each request and response body the tap reads for the fields; longer bodies pass through whole, unread")
+	fs.DurationVar(&o.recordTimeout, "record-timeout", 5*time.Second, "how long a response waits for its effect to be recorded before the effect is queued instead")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("tap: unexpected arguments %q", fs.Args())
+	}
+	o.keyHeaders = append(o.keyHeaders, tap.DefaultKeyHeaders...)
+	for _, m := range strings.Split(*unsafe, ",") {
+		if m = strings.ToUpper(strings.TrimSpace(m)); m != "" {
+			o.unsafeMethods = append(o.unsafeMethods, m)
+		}
+	}
+	switch {
+	case o.upstream == "":
+		return o, errors.New("tap: --upstream is required, e.g. --upstream https://api.stripe.com")
+	case o.provider == "":
+		return o, errors.New("tap: --provider is required: the name the effects carry, e.g. --provider stripe")
+	case len(o.unsafeMethods) == 0:
+		return o, errors.New("tap: --unsafe-methods: name at least one method")
+	case o.maxPeekBytes <= 0:
+		return o, errors.New("tap: --max-peek-bytes must be positive")
+	}
+	if o.queueDir == "" {
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			return o, fmt.Errorf("tap: no user cache directory for the queue (%v); set --queue-dir", err)
+		}
+		o.queueDir = filepath.Join(cache, "oncetrace", "tap-queue", safeDirName(o.provider))
+	}
+	return o, checkTapExposure(o.listen, o.insecure)
+}
+
+// checkTapExposure refuses a non-loopback listener without --insecure, as
+// serve does: the tap has no authentication of its own, so anyone who
+// reaches it could call the API through it and write effects. An ingest
+// token does not change that.
+func checkTapExposure(listen string, insecure bool) error {
+	if err := checkExposure(listen, "", insecure); err != nil {
+		if _, _, splitErr := net.SplitHostPort(listen); splitErr != nil {
+			return fmt.Errorf("tap: listen address %q: %w", listen, splitErr)
+		}
+		return fmt.Errorf("tap: refusing to listen on %q: the tap has no authentication, so anyone who reaches it could call the API "+
+			"through it and write effects; listen on 127.0.0.1 or pass --insecure", listen)
+	}
+	return nil
+}
+
+var unsafePathChars = regexp.MustCompile(`[^A-Za-z0-9._-]`)
+
+// safeDirName turns a provider name into one directory name.
+func safeDirName(s string) string {
+	s = unsafePathChars.ReplaceAllString(s, "_")
+	if s == "" || s == "." || s == ".." {
+		return "_"
+	}
+	return s
+}
+
+// runningTap is a tap serving on its listener, the retry loop of its
+// recorder, and the queue they share; stop ends all three.
+type runningTap struct {
+	tap      *tap.Tap
+	recorder *outbox.QueuedRecorder
+	queue    *outbox.Queue
+	server   *http.Server
+	url      string
+	served   chan error
+	cancel   context.CancelFunc
+	retried  chan struct{}
+}
+
+// launchTap starts a tap on o.listen, recording through next and keeping
+// what fails in o.queueDir.
+func launchTap(o tapOptions, next outbox.Recorder, limits ingest.Limits, logger *slog.Logger) (*runningTap, error) {
+	q, err := outbox.OpenQueue(o.queueDir, o.queueMaxBytes)
+	if err != nil {
+		return nil, fmt.Errorf("tap %s: %w", o.provider, err)
+	}
+	rec := outbox.NewQueuedRecorder(next, q, outbox.QueuedConfig{Feed: tap.Feed, Limits: limits, Timeout: o.recordTimeout, Logger: logger})
+	tp, err := tap.New(tap.Config{Upstream: o.upstream, Provider: o.provider, UnsafeMethods: o.unsafeMethods, EffectIDField: o.effectIDField,
+		EffectIDHeaders: o.effectIDHeaders, TargetField: o.targetField, KeyHeaders: o.keyHeaders, MaxPeekBytes: o.maxPeekBytes, Faults: o.faults, Recorder: rec, Logger: logger})
+	if err != nil {
+		q.Close()
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		q.Close()
+		return nil, fmt.Errorf("tap %s: %w", o.provider, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &runningTap{tap: tp, recorder: rec, queue: q, url: "http://" + ln.Addr().String(), served: make(chan error, 1),
+		cancel: cancel, retried: make(chan struct{}),
+		// No write timeout: a streamed answer may last as long as the upstream streams it.
+		server: &http.Server{Handler: tp, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}}
+	go func() {
+		defer close(r.retried)
+		rec.Run(ctx)
+	}()
+	go func() { r.served <- r.server.Serve(ln) }()
+	logger.Info("oncetrace tap", "url", r.url, "upstream", o.upstream, "provider", o.provider, "status", r.url+tap.StatusPath,
+		"queue", o.queueDir, "queued", q.Len())
+	return r, nil
+}
+
+// stop ends held responses, lets requests in flight finish (within ctx),
+// stops retrying and closes the queue; what is still queued stays on disk
+// for the next start.
+func (r *runningTap) stop(ctx context.Context) error {
+	if r == nil {
+		return nil
+	}
+	r.tap.Close()
+	err := r.server.Shutdown(ctx)
+	r.cancel()
+	<-r.retried
+	return errors.Join(err, r.queue.Close())
+}
+
+// runTap is the "tap" command: a recording proxy in front of one API that
+// posts its effects to an oncetrace server.
+func runTap(args []string) error {
+	o, err := tapFlags(args)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	ctx, stop := signalContext()
+	defer stop()
+	if err := serverAnswers(ctx, o.server); err != nil {
+		logger.Warn("tap: the oncetrace server does not answer; effects will wait in the queue until it does", "server", o.server, "err", err)
+	}
+	next := outbox.HTTPRecorder{Server: o.server, Token: o.token, Feed: tap.Feed, Client: &http.Client{}}
+	r, err := launchTap(o, next, ingest.DefaultLimits, logger)
+	if err != nil {
+		return err
+	}
+	var serveErr error
+	select {
+	case serveErr = <-r.served:
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	err = r.stop(shutdownCtx)
+	c := r.tap.Status()
+	logger.Info("tap stopped", "proxied", c.Proxied, "effects", c.Effects, "recorded", c.Recorded, "failed", c.Failed,
+		"queued", c.Queued, "dropped", c.Dropped, "rejected", c.Rejected)
+	if serveErr != nil {
+		return fmt.Errorf("tap: %w", serveErr)
+	}
+	return err
+}
+
+// serverAnswers checks that an oncetrace server answers /healthz.
+func serverAnswers(ctx context.Context, server string) error {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(server, "/")+"/healthz", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET /healthz: %s", resp.Status)
+	}
+	return nil
+}
+
+// serveTapSpec is one --tap NAME=UPSTREAM@LISTEN of serve.
+type serveTapSpec struct {
+	name, upstream, listen string
+}
+
+var tapNameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+func parseServeTap(v string) (serveTapSpec, error) {
+	name, rest, ok := strings.Cut(v, "=")
+	at := strings.LastIndex(rest, "@")
+	if !ok || at < 0 {
+		return serveTapSpec{}, fmt.Errorf("--tap %q: want NAME=UPSTREAM@LISTEN, e.g. stripe=https://api.stripe.com@127.0.0.1:9001", v)
+	}
+	s := serveTapSpec{name: name, upstream: rest[:at], listen: rest[at+1:]}
+	if !tapNameRE.MatchString(s.name) {
+		return s, fmt.Errorf("--tap %q: the name (the effects' provider) must be 1 to 64 letters, digits, '.', '_' or '-'", v)
+	}
+	if u, err := url.Parse(s.upstream); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return s, fmt.Errorf("--tap %q: the upstream must be an http or https URL", v)
+	}
+	if _, _, err := net.SplitHostPort(s.listen); err != nil {
+		return s, fmt.Errorf("--tap %q: the listen address: %w", v, err)
+	}
+	return s, nil
+}
+
+// serveTaps are the taps a serve process runs.
+type serveTaps []*runningTap
+
+// startServeTaps starts serve's --tap proxies, recording through the
+// server's own writer (next); each queues what fails beside the database,
+// in DB-tap-queue/NAME.
+func startServeTaps(specs []serveTapSpec, db string, next outbox.Recorder, limits ingest.Limits, logger *slog.Logger) (serveTaps, error) {
+	var taps serveTaps
+	for _, s := range specs {
+		o := tapOptions{listen: s.listen, upstream: s.upstream, provider: s.name, unsafeMethods: tap.DefaultUnsafeMethods,
+			keyHeaders: tap.DefaultKeyHeaders, queueDir: filepath.Join(db+"-tap-queue", s.name), queueMaxBytes: outbox.DefaultQueueBytes,
+			maxPeekBytes: tap.DefaultMaxPeekBytes, recordTimeout: 5 * time.Second}
+		r, err := launchTap(o, next, limits, logger)
+		if err != nil {
+			taps.stop(context.Background())
+			return nil, fmt.Errorf("serve: --tap %s: %w", s.name, err)
+		}
+		taps = append(taps, r)
+	}
+	return taps, nil
+}
+
+// stop stops every tap; see runningTap.stop.
+func (ts serveTaps) stop(ctx context.Context) error {
+	var errs []error
+	for _, r := range ts {
+		errs = append(errs, r.stop(ctx))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,12 @@
+// Package smtpsink is the SMTP outbox feed: an SMTP server
+// (github.com/emersion/go-smtp) that accepts every message an agent sends
+// and records it as one effect of provider smtp — effect id its
+// Message-ID, target its envelope recipients, key its Idempotency-Key
+// header, trace context its traceparent header — committed before the
+// server answers 250, so a message is never acknowledged and lost. It
+// keeps the raw message for the UI, and reads one for showing
+// (ReadMessage).
+//
+// It relays nothing: no message leaves the machine. It does not render
+// HTML or serve HTTP; the web package shows messages.
+package smtpsink

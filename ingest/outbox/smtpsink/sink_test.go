@@ -1,0 +1,423 @@
+package smtpsink_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/smtp"
+	"net/textproto"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/oncetrace/oncetrace/ingest"
+	"github.com/oncetrace/oncetrace/ingest/outbox"
+	"github.com/oncetrace/oncetrace/ingest/outbox/smtpsink"
+	"github.com/oncetrace/oncetrace/store"
+	"github.com/oncetrace/oncetrace/trace"
+)
+
+// sinkServer is a sink on a loopback port, recording through a real
+// writer into a real SQLite file.
+type sinkServer struct {
+	addr string
+	db   *store.DB
+}
+
+func startSink(t *testing.T, cfg smtpsink.Config) *sinkServer {
+	t.Helper()
+	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "oncetrace.db"), store.SyncNormal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writer := ingest.NewWriter(db, ingest.DefaultWriterConfig)
+	recorder := outbox.WriterRecorder{Writer: writer, Limits: ingest.DefaultLimits, Feed: smtpsink.Feed}
+	if r, ok := cfg.Recorder.(*flakyRecorder); ok {
+		r.next = recorder
+	} else {
+		cfg.Recorder = recorder
+	}
+	cfg.Messages = db
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := smtpsink.New(cfg)
+	served := make(chan error, 1)
+	go func() { served <- sink.Serve(ln) }()
+	t.Cleanup(func() {
+		if err := sink.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		if err := <-served; err != nil {
+			t.Errorf("Serve: got %v, want nil after Close", err)
+		}
+		writer.Close()
+		db.Close()
+	})
+	return &sinkServer{addr: ln.Addr().String(), db: db}
+}
+
+func (s *sinkServer) effects(t *testing.T) []trace.Effect {
+	t.Helper()
+	rows, _, err := s.db.Effects(context.Background(), store.EffectFilter{Provider: smtpsink.Provider})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []trace.Effect
+	for _, r := range rows {
+		out = append(out, r.Effect)
+	}
+	return out
+}
+
+// smtpCode is the reply code of a net/smtp error, or 0.
+func smtpCode(err error) int {
+	var te *textproto.Error
+	if errors.As(err, &te) {
+		return te.Code
+	}
+	return 0
+}
+
+// mail is a message with the given header lines and a text body.
+func mail(header ...string) string {
+	return strings.Join(append(header, "", "Hello Jordan,", "your June invoice is attached.", ""), "\r\n")
+}
+
+const (
+	testTraceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	testSpanID  = "00f067aa0ba902b7"
+)
+
+// TestSinkRecordsAMessageAsAnEffect: a message sent with the standard
+// library's client is one effect of provider smtp with what its envelope
+// and header say, committed before the 250, and its content is kept.
+func TestSinkRecordsAMessageAsAnEffect(t *testing.T) {
+	s := startSink(t, smtpsink.Config{})
+	msg := mail("From: Billing <billing@acme.dev>", "To: jordan@acme.dev", "Subject: Your June invoice",
+		"Message-ID: <inv-june@agent.acme.dev>", "Idempotency-Key: ik_a94a0b1d",
+		"traceparent: 00-"+testTraceID+"-"+testSpanID+"-01",
+		"X-Oncetrace-Execution: exec_x", "X-Oncetrace-Step: step-4")
+	if err := smtp.SendMail(s.addr, nil, "billing@acme.dev", []string{"jordan@acme.dev", "ap@acme.dev"}, []byte(msg)); err != nil {
+		t.Fatalf("SendMail: %v", err)
+	}
+	// SendMail returned after the 250: the effect is there already.
+	got := s.effects(t)
+	if len(got) != 1 {
+		t.Fatalf("effects: got %d, want 1: %+v", len(got), got)
+	}
+	e := got[0]
+	want := trace.Effect{Provider: "smtp", ID: "<inv-june@agent.acme.dev>", IdempotencyKey: "ik_a94a0b1d", ExecutionID: "exec_x",
+		StepID: "step-4", Target: "jordan@acme.dev, ap@acme.dev", TraceID: testTraceID, SpanID: testSpanID}
+	at := e.At
+	e.At = time.Time{}
+	if e.Provider != want.Provider || e.ID != want.ID || e.IdempotencyKey != want.IdempotencyKey || e.ExecutionID != want.ExecutionID ||
+		e.StepID != want.StepID || e.Target != want.Target || e.TraceID != want.TraceID || e.SpanID != want.SpanID {
+		t.Errorf("effect: got %+v, want %+v", e, want)
+	}
+	if time.Since(at) > time.Minute || at.After(time.Now()) {
+		t.Errorf("effect at: got %v, want the time it was received", at)
+	}
+	m, err := s.db.Message(context.Background(), "smtp", "<inv-june@agent.acme.dev>")
+	if err != nil {
+		t.Fatalf("Message: %v", err)
+	}
+	if m.From != "billing@acme.dev" || strings.Join(m.Recipients, ",") != "jordan@acme.dev,ap@acme.dev" || m.Received != 1 ||
+		!strings.Contains(string(m.Raw), "Subject: Your June invoice\r\n") {
+		t.Errorf("message kept: got from %q to %q received %d raw %q, want the envelope, one copy and the raw message",
+			m.From, m.Recipients, m.Received, m.Raw)
+	}
+	if m.Effect.ExecutionID != "exec_x" || m.Effect.StepID != "step-4" {
+		t.Errorf("message's effect: got %+v, want exec_x step-4", m.Effect)
+	}
+}
+
+// TestSinkSameMessageIDIsOneEffect: the same Message-ID sent twice (a
+// client retrying after a lost 250) is one effect; the copy is counted.
+func TestSinkSameMessageIDIsOneEffect(t *testing.T) {
+	s := startSink(t, smtpsink.Config{})
+	for i := range 2 {
+		msg := mail("From: billing@acme.dev", "To: jordan@acme.dev", "Subject: try "+string(rune('1'+i)), "Message-ID: <same@agent>")
+		if err := smtp.SendMail(s.addr, nil, "billing@acme.dev", []string{"jordan@acme.dev"}, []byte(msg)); err != nil {
+			t.Fatalf("SendMail %d: %v", i+1, err)
+		}
+	}
+	if got := s.effects(t); len(got) != 1 || got[0].ID != "<same@agent>" {
+		t.Errorf("effects: got %+v, want one, <same@agent>", got)
+	}
+	m, err := s.db.Message(context.Background(), "smtp", "<same@agent>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Received != 2 || !strings.Contains(string(m.Raw), "Subject: try 1") {
+		t.Errorf("message: got received %d, raw %q; want 2 copies counted and the first kept", m.Received, m.Raw)
+	}
+}
+
+// TestSinkMessageWithoutMessageID: a message without a Message-ID is
+// named by a hash of its bytes: the same bytes again are one effect, other
+// bytes another.
+func TestSinkMessageWithoutMessageID(t *testing.T) {
+	s := startSink(t, smtpsink.Config{})
+	first := mail("From: billing@acme.dev", "To: jordan@acme.dev", "Subject: no id")
+	for _, msg := range []string{first, first, mail("From: billing@acme.dev", "To: jordan@acme.dev", "Subject: no id, again")} {
+		if err := smtp.SendMail(s.addr, nil, "billing@acme.dev", []string{"jordan@acme.dev"}, []byte(msg)); err != nil {
+			t.Fatalf("SendMail: %v", err)
+		}
+	}
+	got := s.effects(t)
+	if len(got) != 2 {
+		t.Fatalf("effects: got %d (%+v), want 2: the identical re-send is the same effect", len(got), got)
+	}
+	for _, e := range got {
+		if !strings.HasPrefix(e.ID, "sha256:") || len(e.ID) != len("sha256:")+32 {
+			t.Errorf("effect id without a Message-ID: got %q, want sha256:<32 hex>", e.ID)
+		}
+	}
+}
+
+// TestSinkSizeLimit: a message over the limit is refused with 552 and
+// records nothing; the limit is advertised.
+func TestSinkSizeLimit(t *testing.T) {
+	s := startSink(t, smtpsink.Config{MaxMessageBytes: 1024})
+	c, err := smtp.Dial(s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Hello("agent.test"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, size := c.Extension("SIZE"); !ok || size != "1024" {
+		t.Errorf("EHLO: got SIZE %v %q, want 1024", ok, size)
+	}
+	big := mail("From: billing@acme.dev", "To: jordan@acme.dev", "Message-ID: <big@agent>") + strings.Repeat(strings.Repeat("x", 76)+"\r\n", 60)
+	err = smtp.SendMail(s.addr, nil, "billing@acme.dev", []string{"jordan@acme.dev"}, []byte(big))
+	if code := smtpCode(err); code != 552 {
+		t.Errorf("a 4 KiB message over a 1 KiB limit: got %v (code %d), want 552", err, code)
+	}
+	if got := s.effects(t); len(got) != 0 {
+		t.Errorf("effects after a refused message: got %+v, want none", got)
+	}
+	if _, err := s.db.Message(context.Background(), "smtp", "<big@agent>"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("message kept after 552: got %v, want not found", err)
+	}
+}
+
+// TestSinkRecipientLimit: a recipient beyond the limit is refused with 452.
+func TestSinkRecipientLimit(t *testing.T) {
+	s := startSink(t, smtpsink.Config{MaxRecipients: 2})
+	err := smtp.SendMail(s.addr, nil, "billing@acme.dev", []string{"a@acme.dev", "b@acme.dev", "c@acme.dev"}, []byte(mail("Subject: three")))
+	if code := smtpCode(err); code != 452 {
+		t.Errorf("a third recipient over a limit of 2: got %v (code %d), want 452", err, code)
+	}
+}
+
+// TestSinkAuth: with a token, a message needs AUTH PLAIN with it (530
+// without, 535 with a wrong one); without one, any credentials and none
+// are accepted.
+func TestSinkAuth(t *testing.T) {
+	msg := []byte(mail("Subject: auth", "Message-ID: <auth@agent>"))
+	to := []string{"jordan@acme.dev"}
+	s := startSink(t, smtpsink.Config{Token: "s3cret"})
+	if code := smtpCode(smtp.SendMail(s.addr, nil, "a@acme.dev", to, msg)); code != 530 {
+		t.Errorf("no AUTH with a token set: got code %d, want 530", code)
+	}
+	wrong := smtp.PlainAuth("", "agent", "guess", "127.0.0.1")
+	if code := smtpCode(smtp.SendMail(s.addr, wrong, "a@acme.dev", to, msg)); code != 535 {
+		t.Errorf("AUTH PLAIN with a wrong token: got code %d, want 535", code)
+	}
+	if got := s.effects(t); len(got) != 0 {
+		t.Fatalf("effects before a good AUTH: got %+v, want none", got)
+	}
+	right := smtp.PlainAuth("", "agent", "s3cret", "127.0.0.1")
+	if err := smtp.SendMail(s.addr, right, "a@acme.dev", to, msg); err != nil {
+		t.Errorf("AUTH PLAIN with the token: %v", err)
+	}
+	if got := s.effects(t); len(got) != 1 {
+		t.Errorf("effects after a good AUTH: got %d, want 1", len(got))
+	}
+
+	open := startSink(t, smtpsink.Config{})
+	if err := smtp.SendMail(open.addr, nil, "a@acme.dev", to, msg); err != nil {
+		t.Errorf("no token, no AUTH: %v", err)
+	}
+	if err := smtp.SendMail(open.addr, smtp.PlainAuth("", "any", "thing", "127.0.0.1"), "a@acme.dev", to, msg); err != nil {
+		t.Errorf("no token, any credentials: %v", err)
+	}
+}
+
+// flakyRecorder fails its first calls, then records through next.
+type flakyRecorder struct {
+	failures atomic.Int32
+	next     outbox.Recorder
+}
+
+func (r *flakyRecorder) RecordEffect(ctx context.Context, e trace.Effect) error {
+	if r.failures.Add(-1) >= 0 {
+		return ingest.ErrOverloaded
+	}
+	return r.next.RecordEffect(ctx, e)
+}
+
+// TestSinkRecordFailureIsTransient: when the effect cannot be recorded the
+// client hears 451 (try again) and nothing is kept; the retry records it.
+func TestSinkRecordFailureIsTransient(t *testing.T) {
+	r := &flakyRecorder{}
+	r.failures.Store(1)
+	s := startSink(t, smtpsink.Config{Recorder: r})
+	msg := []byte(mail("Subject: retry", "Message-ID: <retry@agent>"))
+	err := smtp.SendMail(s.addr, nil, "a@acme.dev", []string{"jordan@acme.dev"}, msg)
+	if code := smtpCode(err); code != 451 {
+		t.Fatalf("a message the writer could not take: got %v (code %d), want 451", err, code)
+	}
+	if _, err := s.db.Message(context.Background(), "smtp", "<retry@agent>"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("message kept after 451: got %v, want not found", err)
+	}
+	if err := smtp.SendMail(s.addr, nil, "a@acme.dev", []string{"jordan@acme.dev"}, msg); err != nil {
+		t.Fatalf("the retry: %v", err)
+	}
+	if got := s.effects(t); len(got) != 1 {
+		t.Errorf("effects after the retry: got %d, want 1", len(got))
+	}
+}
+
+// TestSinkRefusesWhatTheSenderGotWrong: a header that cannot be an effect
+// field, or a header section that is not one, is refused for good (550),
+// naming it.
+func TestSinkRefusesWhatTheSenderGotWrong(t *testing.T) {
+	s := startSink(t, smtpsink.Config{})
+	tests := []struct {
+		name, msg, want string
+	}{
+		{"key too long", mail("Subject: k", "Idempotency-Key: "+strings.Repeat("k", 300)), "Idempotency-Key"},
+		{"step too long", mail("Subject: s", "X-Oncetrace-Step: "+strings.Repeat("s", 300)), "X-Oncetrace-Step"},
+		{"malformed header", "Subject: ok\r\nthis line has no colon\r\n\r\nbody\r\n", "header"},
+	}
+	for _, tt := range tests {
+		err := smtp.SendMail(s.addr, nil, "a@acme.dev", []string{"jordan@acme.dev"}, []byte(tt.msg))
+		if code := smtpCode(err); code != 550 || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: got %v (code %d), want 550 naming %s", tt.name, err, code, tt.want)
+		}
+	}
+	if got := s.effects(t); len(got) != 0 {
+		t.Errorf("effects: got %+v, want none", got)
+	}
+}
+
+// TestSinkLongMessageIDIsHashed: a Message-ID too long to be an id still
+// names one effect.
+func TestSinkLongMessageIDIsHashed(t *testing.T) {
+	s := startSink(t, smtpsink.Config{})
+	msg := []byte(mail("Subject: long id", "Message-ID: <"+strings.Repeat("m", 300)+"@agent>"))
+	for range 2 {
+		if err := smtp.SendMail(s.addr, nil, "a@acme.dev", []string{"jordan@acme.dev"}, msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := s.effects(t)
+	if len(got) != 1 || !strings.HasPrefix(got[0].ID, "message-id-sha256:") {
+		t.Errorf("effects: got %+v, want one named message-id-sha256:…", got)
+	}
+}
+
+// TestSinkConnectionLimit: a connection beyond the limit hears 421 and is
+// closed; the one within it works.
+func TestSinkConnectionLimit(t *testing.T) {
+	s := startSink(t, smtpsink.Config{MaxConnections: 1})
+	held, err := smtp.Dial(s.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	if err := held.Hello("agent.test"); err != nil {
+		t.Fatal(err)
+	}
+	extra, err := net.DialTimeout("tcp", s.addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer extra.Close()
+	extra.SetReadDeadline(time.Now().Add(5 * time.Second))
+	line, _ := bufio.NewReader(extra).ReadString('\n')
+	if !strings.HasPrefix(line, "421 ") {
+		t.Errorf("a second connection over a limit of 1: got %q, want 421", line)
+	}
+	if err := held.Noop(); err != nil {
+		t.Errorf("the connection within the limit: %v", err)
+	}
+}
+
+// TestSinkCloseDoesNotWaitForIdleClients: Close returns at once though a
+// client holds a connection open.
+func TestSinkCloseDoesNotWaitForIdleClients(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := smtpsink.New(smtpsink.Config{Recorder: &flakyRecorder{}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	served := make(chan error, 1)
+	go func() { served <- sink.Serve(ln) }()
+	c, err := smtp.Dial(ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	if err := sink.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if err := <-served; err != nil {
+		t.Errorf("Serve: got %v, want nil", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("Close with an idle client: took %v, want at once", d)
+	}
+}
+
+// TestSinkSlowDataIsTransient: a message whose data stops arriving for
+// longer than the timeout records nothing and is answered 451 (send it
+// again), not a permanent failure.
+func TestSinkSlowDataIsTransient(t *testing.T) {
+	s := startSink(t, smtpsink.Config{Timeout: 300 * time.Millisecond})
+	conn, err := net.DialTimeout("tcp", s.addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	text := textproto.NewConn(conn)
+	expect := func(code int) string {
+		t.Helper()
+		_, msg, err := text.ReadResponse(code)
+		if err != nil {
+			t.Fatalf("want %d: %v", code, err)
+		}
+		return msg
+	}
+	expect(220)
+	for _, step := range []struct {
+		cmd  string
+		code int
+	}{{"EHLO agent.test", 250}, {"MAIL FROM:<a@acme.dev>", 250}, {"RCPT TO:<jordan@acme.dev>", 250}, {"DATA", 354}} {
+		if err := text.PrintfLine("%s", step.cmd); err != nil {
+			t.Fatal(err)
+		}
+		expect(step.code)
+	}
+	text.PrintfLine("Subject: slow\r\nMessage-ID: <slow@agent>\r\n\r\nthe first line, and then nothing")
+	// The data stops; the sink gives up after its timeout.
+	if _, msg, err := text.ReadResponse(451); err != nil || !strings.Contains(msg, "did not arrive whole") {
+		t.Errorf("a message whose data stopped: got %q %v, want 451", msg, err)
+	}
+	if got := s.effects(t); len(got) != 0 {
+		t.Errorf("effects: got %+v, want none", got)
+	}
+}

@@ -1,0 +1,172 @@
+package web
+
+import (
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"mime"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/oncetrace/oncetrace/ingest"
+	"github.com/oncetrace/oncetrace/ingest/outbox"
+	"github.com/oncetrace/oncetrace/ingest/outbox/webhook"
+	"github.com/oncetrace/oncetrace/trace"
+)
+
+// DefaultWebhookTolerance is how old a signed delivery's timestamp may be:
+// Stripe's own libraries allow five minutes.
+const DefaultWebhookTolerance = 5 * time.Minute
+
+// webhookFeed names webhooks in effect event ids: a re-delivered webhook
+// maps to the same effect, so to the same event id, and is a duplicate.
+const webhookFeed = "webhook"
+
+// WebhookConfig configures POST /api/v1/webhooks/{provider}.
+type WebhookConfig struct {
+	// Mappings read each provider's deliveries, by the {provider} of the
+	// path; webhook.Builtin() when nil.
+	Mappings webhook.Mappings
+	// Secrets verify signatures, by mapping name. A provider with a secret
+	// accepts only deliveries signed with it; one without a secret accepts
+	// unsigned ones (behind the ingest token, when one is set).
+	Secrets map[string]string
+	// Tolerance is how old a signature's timestamp may be;
+	// DefaultWebhookTolerance when zero, any age when negative.
+	Tolerance time.Duration
+}
+
+var builtinWebhooks = sync.OnceValue(webhook.Builtin)
+
+func (s *Server) webhookMappings() webhook.Mappings {
+	if s.cfg.Webhooks.Mappings != nil {
+		return s.cfg.Webhooks.Mappings
+	}
+	return builtinWebhooks()
+}
+
+type webhookResponse struct {
+	Accepted   int            `json:"accepted"`
+	Duplicates int            `json:"duplicates"`
+	Ignored    map[string]int `json:"ignored"`
+}
+
+// requireWebhookToken lets a delivery through to its signature check when
+// the provider has a secret: providers cannot send oncetrace's token, and
+// the signature proves who sent it. A provider without a secret is
+// guarded like every other POST: with the ingest token, when one is set,
+// as a bearer token or as the password of Basic credentials, which is what
+// a provider's webhook URL can carry (https://oncetrace:TOKEN@host/...).
+func (s *Server) requireWebhookToken(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if _, signed := s.cfg.Webhooks.Secrets[c.Param("provider")]; signed || s.cfg.IngestToken == "" {
+			return next(c)
+		}
+		req := c.Request()
+		token, ok := bearerToken(req.Header.Get(echo.HeaderAuthorization))
+		if !ok {
+			_, token, ok = req.BasicAuth()
+		}
+		if !ok || subtle.ConstantTimeCompare([]byte(token), []byte(s.cfg.IngestToken)) != 1 {
+			c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Basic realm="oncetrace webhooks"`)
+			return echo.NewHTTPError(http.StatusUnauthorized, "Authorization: this provider has no webhook secret, so the ingest token is required, "+
+				"as \"Bearer <token>\" or as the password of Basic credentials in the webhook URL (https://oncetrace:<token>@host/api/v1/webhooks/...)")
+		}
+		return next(c)
+	}
+}
+
+// handleWebhook is POST /api/v1/webhooks/{provider}: a provider's delivery,
+// verified when the provider has a secret, read by its mapping, and
+// committed as effects before the answer. A re-delivery is a duplicate.
+func (s *Server) handleWebhook(c echo.Context) error {
+	req := c.Request()
+	name := c.Param("provider")
+	mappings := s.webhookMappings()
+	m, ok := mappings[name]
+	if !ok {
+		return echo.NewHTTPError(http.StatusNotFound, fmt.Sprintf("provider: no webhook mapping named %q; known: %s (serve --webhook-map adds more)",
+			name, strings.Join(mappings.Names(), ", ")))
+	}
+	if mt, _, err := mime.ParseMediaType(req.Header.Get(echo.HeaderContentType)); err != nil || mt != echo.MIMEApplicationJSON {
+		return &ingest.RequestError{Status: http.StatusUnsupportedMediaType,
+			Msg: fmt.Sprintf("Content-Type: %q is not supported; webhooks are application/json", req.Header.Get(echo.HeaderContentType))}
+	}
+	body := http.MaxBytesReader(c.Response(), req.Body, s.cfg.Limits.BodyBytes)
+	data, err := ingest.ReadBody(body, req.Header.Get(echo.HeaderContentEncoding), s.cfg.Limits.BodyBytes)
+	if err != nil {
+		return err
+	}
+	if secret, signed := s.cfg.Webhooks.Secrets[name]; signed {
+		if err := s.verifyWebhook(c, name, m, secret, data); err != nil {
+			return err
+		}
+	}
+	res, err := m.Map(data)
+	var fe *webhook.FieldError
+	if errors.As(err, &fe) {
+		return &ingest.RequestError{Status: http.StatusBadRequest, Msg: fe.Error()}
+	} else if err != nil {
+		return err
+	}
+	if len(res.Effects) > s.cfg.Limits.Events {
+		return &ingest.RequestError{Status: http.StatusRequestEntityTooLarge,
+			Msg: fmt.Sprintf("events: more than the limit of %d events in one request", s.cfg.Limits.Events)}
+	}
+	events := make([]trace.Event, 0, len(res.Effects))
+	for _, e := range res.Effects {
+		ev, err := outbox.EffectEvent(webhookFeed, e.Effect, s.cfg.Limits)
+		if err != nil {
+			return &ingest.RequestError{Status: http.StatusBadRequest, Msg: payloadProblem(e, err)}
+		}
+		events = append(events, ev)
+	}
+	written, err := s.cfg.Writer.Write(req.Context(), events)
+	if err != nil {
+		return err
+	}
+	out := webhookResponse{Accepted: written.Accepted, Duplicates: written.Duplicates, Ignored: res.Ignored}
+	if out.Ignored == nil {
+		out.Ignored = map[string]int{}
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// verifyWebhook refuses a delivery whose signature is missing, wrong or
+// stale: 400 naming the header, or 401 for Basic credentials. Nothing of
+// it is stored.
+func (s *Server) verifyWebhook(c echo.Context, name string, m webhook.Mapping, secret string, data []byte) error {
+	tolerance := s.cfg.Webhooks.Tolerance
+	if tolerance == 0 {
+		tolerance = DefaultWebhookTolerance
+	} else if tolerance < 0 {
+		tolerance = 0
+	}
+	err := m.Verify(webhook.Delivery{Body: data, Header: c.Request().Header}, secret, s.cfg.Now(), tolerance)
+	var se *webhook.SignatureError
+	if !errors.As(err, &se) {
+		return err
+	}
+	s.cfg.Logger.Warn("webhook refused", "provider", name, "err", err)
+	if se.Field == echo.HeaderAuthorization {
+		c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Basic realm="oncetrace webhooks"`)
+		return &ingest.RequestError{Status: http.StatusUnauthorized, Msg: se.Error()}
+	}
+	return &ingest.RequestError{Status: http.StatusBadRequest, Msg: se.Error()}
+}
+
+// payloadProblem names the payload's field in an effect's validation
+// error: "effect_id: longer than ..." becomes "[2].sg_message_id
+// (effect_id): longer than ...".
+func payloadProblem(e webhook.Effect, err error) string {
+	msg := err.Error()
+	field, problem, ok := strings.Cut(msg, ": ")
+	if at, known := e.Paths[field]; ok && known {
+		return at + " (" + field + "): " + problem
+	}
+	return msg
+}
