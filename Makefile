@@ -31,6 +31,7 @@ unit:
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseEvent$$' -fuzztime $(FUZZTIME) ./ingest
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./ingest
+	$(GO) test -run '^$$' -fuzz '^FuzzMapOTLP$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./ingest
 	$(GO) test -run '^$$' -fuzz '^FuzzReadMessage$$' -fuzztime $(FUZZTIME) ./ingest/outbox/smtpsink
 
 ## bench: ingest throughput over HTTP against the raw SQLite ceiling, OTLP ingest throughput, live delivery latency, and Go benchmarks

@@ -3,6 +3,7 @@ package ingest
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -105,18 +106,41 @@ func gzipError(err error) error {
 // Decode splits a body into events and validates each one. A body that is
 // not parseable at all is a RequestError; an invalid event is a Rejection.
 func Decode(data []byte, format Format, lim Limits) (Batch, error) {
+	return DecodeWithin(context.Background(), nil, data, format, lim)
+}
+
+// DecodeWithin is Decode holding res (which may be nil) while it decodes:
+// each event's shape is checked first, which costs nothing, and res grows
+// to what decoding the events that passed and holding them will take
+// (eventsEstimate) before any is decoded.
+func DecodeWithin(ctx context.Context, res *Reservation, data []byte, format Format, lim Limits) (Batch, error) {
 	raws, err := split(data, format, lim)
 	if err != nil {
 		return Batch{}, err
 	}
+	prechecked := make([]error, len(raws))
+	est := eventsEstimate{body: int64(cap(data))}
+	for i, raw := range raws {
+		stats, err := precheckEvent(raw, lim)
+		prechecked[i] = err
+		if err == nil {
+			est.add(len(raw), stats)
+		}
+	}
+	if err := res.Resize(ctx, est.bytes()); err != nil {
+		return Batch{}, err
+	}
 	b := Batch{Events: make([]trace.Event, 0, len(raws))}
 	for i, raw := range raws {
-		ev, err := ParseEvent(raw, lim)
-		if err != nil {
-			b.Rejected = append(b.Rejected, Rejection{Index: i, Error: err.Error()})
-			continue
+		err := prechecked[i]
+		if err == nil {
+			var ev trace.Event
+			if ev, err = parseChecked(raw, lim); err == nil {
+				b.Events = append(b.Events, ev)
+				continue
+			}
 		}
-		b.Events = append(b.Events, ev)
+		b.Rejected = append(b.Rejected, Rejection{Index: i, Error: err.Error()})
 	}
 	return b, nil
 }
@@ -145,32 +169,47 @@ func split(data []byte, format Format, lim Limits) ([]json.RawMessage, error) {
 	if len(data) == 0 {
 		return nil, requestError(http.StatusBadRequest, "body: empty; send one event, {\"events\":[...]}, or NDJSON")
 	}
+	// The body is walked, not decoded: each event stays a slice of data,
+	// and a huge array costs nothing before it is refused.
 	var raws []json.RawMessage
+	var err error
 	switch data[0] {
 	case '[':
-		if err := json.Unmarshal(data, &raws); err != nil {
-			return nil, invalidJSON(err)
+		if raws, err = jsonElements(data, lim); err != nil {
+			return nil, err
 		}
 	case '{':
-		// A map, not a struct: keys match exactly, as in events, so that
-		// {"Events":[...]} is not taken for an envelope.
-		var envelope map[string]json.RawMessage
-		if err := json.Unmarshal(data, &envelope); err != nil {
-			return nil, invalidJSON(err)
-		}
-		events, isEnvelope := envelope["events"]
-		if _, hasType := envelope["type"]; !isEnvelope || hasType {
+		// Keys match exactly, as in events, so that {"Events":[...]} is not
+		// taken for an envelope.
+		var events []byte
+		var hasType, twice bool
+		_, err := scanJSON(data, jsonShape{}, func(key, value []byte) error {
+			switch {
+			case keyIs(key, "events"):
+				twice = twice || events != nil
+				events = value
+			case keyIs(key, "type"):
+				hasType = true
+			}
+			return nil
+		})
+		switch {
+		case err != nil:
+			return nil, invalidJSON(syntaxError(data))
+		case events == nil || hasType:
 			raws = []json.RawMessage{data}
-			break
-		}
-		if err := json.Unmarshal(events, &raws); err != nil {
+		case twice:
+			return nil, requestError(http.StatusBadRequest, "events: duplicate key; send one array of events")
+		case string(events) == "null":
+		case events[0] != '[':
 			return nil, requestError(http.StatusBadRequest, "events: must be an array of event objects")
+		default:
+			if raws, err = jsonElements(events, lim); err != nil {
+				return nil, err
+			}
 		}
 	default:
 		return nil, requestError(http.StatusBadRequest, "body: must be a JSON object, an array, or NDJSON with Content-Type application/x-ndjson")
-	}
-	if len(raws) > lim.Events {
-		return nil, tooManyEvents(lim)
 	}
 	if len(raws) == 0 {
 		return nil, requestError(http.StatusBadRequest, "events: empty; send at least one event")
@@ -184,4 +223,45 @@ func tooManyEvents(lim Limits) error {
 
 func invalidJSON(err error) error {
 	return requestError(http.StatusBadRequest, "body: invalid JSON: %v", err)
+}
+
+// jsonElements are the elements of a JSON array, as slices of it. More
+// than lim.Events is a 413, but only for an array that is JSON all along:
+// a body that is not parseable is a 400 whatever its length.
+func jsonElements(array []byte, lim Limits) ([]json.RawMessage, error) {
+	var raws []json.RawMessage
+	over := false
+	_, err := scanJSON(array, jsonShape{}, func(_, value []byte) error {
+		if len(raws) == lim.Events {
+			over = true
+		} else {
+			raws = append(raws, value)
+		}
+		return nil
+	})
+	switch {
+	case err != nil:
+		return nil, invalidJSON(syntaxError(array))
+	case over:
+		return nil, tooManyEvents(lim)
+	}
+	return raws, nil
+}
+
+// syntaxError is encoding/json's own words for bytes that are not JSON.
+func syntaxError(data []byte) error {
+	var v json.RawMessage
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	return errors.New("not a JSON value")
+}
+
+// keyIs reports whether a key, as it appears in the JSON without its
+// quotes, is name once unescaped.
+func keyIs(raw []byte, name string) bool {
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return string(raw) == name
+	}
+	return string(unescapeKey(append(append([]byte{'"'}, raw...), '"'))) == name
 }

@@ -40,9 +40,24 @@ var (
 // ParseEvent validates one event and returns it with its id (sent or
 // derived) and its canonical body. Errors read "field: problem".
 func ParseEvent(raw []byte, lim Limits) (trace.Event, error) {
-	if !utf8.Valid(raw) {
-		return trace.Event{}, errors.New("event: not valid UTF-8")
+	if _, err := precheckEvent(raw, lim); err != nil {
+		return trace.Event{}, err
 	}
+	return parseChecked(raw, lim)
+}
+
+// precheckEvent is what ParseEvent checks before it decodes anything: the
+// event is UTF-8, and its shape is within the limits (jsonscan.go). The
+// stats say what decoding it will cost.
+func precheckEvent(raw []byte, lim Limits) (jsonStats, error) {
+	if !utf8.Valid(raw) {
+		return jsonStats{}, errors.New("event: not valid UTF-8")
+	}
+	return checkEventShape(raw, lim)
+}
+
+// parseChecked is ParseEvent after precheckEvent passed.
+func parseChecked(raw []byte, lim Limits) (trace.Event, error) {
 	obj, err := decodeObject(raw)
 	if err != nil {
 		return trace.Event{}, err
@@ -54,6 +69,9 @@ func ParseEvent(raw []byte, lim Limits) (trace.Event, error) {
 			delete(obj, k)
 		}
 	}
+	// Secrets are masked before anything is derived from the event: its
+	// id and its stored body hold the redacted form only (redact.go).
+	lim.Redact.redactEvent(obj)
 	f := fields{obj: obj, lim: lim}
 	typ := trace.EventType(f.enum("type", true, "execution", "attempt", "effect", "span"))
 	if f.err != nil {
@@ -178,6 +196,9 @@ func parseSpan(f *fields) *trace.Span {
 	return s
 }
 
+// decodeObject decodes an event whose shape was checked (precheckEvent):
+// an event nested too deep, with too many elements or a key twice is
+// refused before it costs the memory of decoding it.
 func decodeObject(raw []byte) (map[string]any, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()

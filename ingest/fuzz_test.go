@@ -221,6 +221,9 @@ func eventsIn(data []byte, ndjson bool) (raws [][]byte, parseable bool) {
 		if _, hasType := obj["type"]; hasType || !hasEvents {
 			return [][]byte{data}, true
 		}
+		if topLevelKeys(data, "events") > 1 {
+			return nil, false // which array is meant? a 400
+		}
 		if json.Unmarshal(events, &list) != nil {
 			return nil, false
 		}
@@ -231,4 +234,28 @@ func eventsIn(data []byte, ndjson bool) (raws [][]byte, parseable bool) {
 		raws = append(raws, raw)
 	}
 	return raws, true
+}
+
+// topLevelKeys counts the keys of a JSON object equal to name, which a
+// map keeps only once.
+func topLevelKeys(object []byte, name string) int {
+	dec := json.NewDecoder(bytes.NewReader(object))
+	if _, err := dec.Token(); err != nil {
+		return 0
+	}
+	n := 0
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return n
+		}
+		if key == name {
+			n++
+		}
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return n
+		}
+	}
+	return n
 }

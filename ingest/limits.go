@@ -12,6 +12,23 @@ type Limits struct {
 	Labels        int   // entries in an execution's label map
 	LabelBytes    int   // one label key or value
 	AttemptNumber int   // highest attempt number
+
+	// The shape of an event's JSON, checked before it is decoded, so that
+	// a small body cannot cost a lot of memory (jsonscan.go). Zero: no limit.
+	JSONDepth    int // arrays and objects nested inside one field of an event
+	JSONElements int // elements of one array, or keys of one object
+	JSONValues   int // values inside the fields of one event, all together
+
+	// OTLP, per export request (otlplimits.go). Zero: no limit.
+	Spans          int // spans in one request
+	SpanAttributes int // attributes of one span, span event, link, resource or scope
+	SpanEvents     int // events of one span; links of one span
+	AttributeBytes int // one attribute value: a string's or bytes' length, an array's or map's summed (otlplimits.go)
+
+	// Redact masks the values of keys that name secrets before an event
+	// is stored (redact.go); nil masks nothing. Not a limit, but it goes
+	// wherever the limits go: every path from a wire format to the store.
+	Redact *Redactor
 }
 
 // DefaultLimits are DESIGN.md's limits.
@@ -24,4 +41,17 @@ var DefaultLimits = Limits{
 	Labels:        64,
 	LabelBytes:    1024,
 	AttemptNumber: 1_000_000,
+
+	JSONDepth:    32,
+	JSONElements: 10_000,
+	JSONValues:   100_000,
+
+	// The OpenTelemetry SDKs' own default limits are 128 attributes and
+	// 128 events a span, so no SDK left at its defaults reaches these.
+	Spans:          10_000,
+	SpanAttributes: 128,
+	SpanEvents:     128,
+	AttributeBytes: 1 << 20,
+
+	Redact: NewRedactor(DefaultRedactKeys),
 }

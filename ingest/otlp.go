@@ -154,7 +154,7 @@ func MapOTLP(td ptrace.Traces, cfg OTLPConfig) OTLPResult {
 		case roleRoot:
 			add(what, executionEvent(s, byID))
 		case roleTool:
-			add(what, attemptEvent(s, cfg.ToolClasses))
+			add(what, attemptEvent(s, cfg.ToolClasses, cfg.Limits.Redact))
 		default:
 			add(what, spanEvent(s))
 			// An agent span below the root still names the execution. Model
@@ -333,7 +333,7 @@ func spanEvent(s *otlpSpan) map[string]any {
 	return ev
 }
 
-func attemptEvent(s *otlpSpan, classes ToolClasses) map[string]any {
+func attemptEvent(s *otlpSpan, classes ToolClasses, redact *Redactor) map[string]any {
 	sp := s.span
 	attrs := sp.Attributes()
 	tool := firstStr(attrs, otlpToolAttrs...)
@@ -344,6 +344,7 @@ func attemptEvent(s *otlpSpan, classes ToolClasses) map[string]any {
 		tool = sp.Name()
 	}
 	args, hasArgs := toolArgs(attrs)
+	args = redact.redactArgs(args) // before the step id is derived from them
 	ev := map[string]any{"type": "attempt", "id": spanEventID(s), "execution_id": s.execution,
 		"step_id": stepID(s, tool, args, hasArgs), "tool": tool, "trace_id": s.traceID, "span_id": s.spanID,
 		"started_at": timestamp(sp.StartTimestamp())}
@@ -665,8 +666,7 @@ func jsonAttr(m pcommon.Map, names ...string) (any, bool) {
 		case pcommon.ValueTypeSlice:
 			return v.Slice().AsRaw(), true
 		case pcommon.ValueTypeStr:
-			var parsed any
-			if err := json.Unmarshal([]byte(v.Str()), &parsed); err == nil {
+			if jsonInAttribute(v.Str()) { // otlplimits.go
 				return json.RawMessage(v.Str()), true
 			}
 			return v.Str(), true

@@ -20,6 +20,10 @@ var ErrOverloaded = errors.New("ingest: writer queue full")
 // ErrClosed means the writer has stopped accepting requests.
 var ErrClosed = errors.New("ingest: writer closed")
 
+// errSavepointLost means a request's savepoint could not be rolled back:
+// the group's transaction is no longer what the writer thinks it is.
+var errSavepointLost = errors.New("ingest: the request's savepoint could not be rolled back")
+
 // WriterConfig tunes the writer.
 type WriterConfig struct {
 	// Analysis thresholds for the audit run after each commit.
@@ -39,6 +43,10 @@ type WriterConfig struct {
 	// so it must not block (the live hub drops slow readers instead).
 	// stored, in sequence order. It must not block.
 	OnCommit func(Commit)
+	// OnBatch, if set, is told about every transaction the writer ran,
+	// successful or not (for metrics; see writer_stats.go). It runs on the
+	// writer goroutine and must not block.
+	OnBatch func(BatchStats)
 	// Now is the clock for received_at; time.Now when nil.
 	Now func() time.Time
 }
@@ -66,6 +74,9 @@ type Commit struct {
 	Executions []string
 	// NewCritical are critical findings that did not exist before it.
 	NewCritical []trace.Finding
+	// Took is how long the transaction ran: the live hub gives way to
+	// ingest while the writer is busy.
+	Took time.Duration
 }
 
 // Result is what a request's events did.
@@ -201,6 +212,7 @@ func (w *Writer) commit(group []*request) {
 	var committed []Committed
 	var analysed analysis
 	received := w.cfg.Now()
+	start := time.Now()
 	err := w.db.Update(context.Background(), func(tx *store.Tx) error {
 		committed, analysed = committed[:0], analysis{}
 		touched := map[string][]trace.Event{} // entity -> its new events
@@ -208,6 +220,13 @@ func (w *Writer) commit(group []*request) {
 			results[i] = requestDone{}
 			reqTouched, reqCommitted, res, err := insertRequest(tx, req.events, received)
 			if err != nil {
+				// A full disk fails the whole group, as does a savepoint
+				// that could not be rolled back: SQLite may have rolled the
+				// transaction back already, and what follows would commit
+				// statement by statement outside it.
+				if _, unwritable := store.Unwritable(err); unwritable || errors.Is(err, errSavepointLost) {
+					return err
+				}
 				results[i].err = err
 				continue
 			}
@@ -224,6 +243,9 @@ func (w *Writer) commit(group []*request) {
 		analysed, err = materialise(tx, touched, w.fed, w.cfg.Analysis)
 		return err
 	})
+	if w.cfg.OnBatch != nil {
+		w.cfg.OnBatch(batchStats(group, results, time.Since(start), err))
+	}
 	for i, req := range group {
 		if err != nil {
 			results[i] = requestDone{err: err}
@@ -236,7 +258,8 @@ func (w *Writer) commit(group []*request) {
 		}
 	}
 	if err == nil && w.cfg.OnCommit != nil && len(committed) > 0 {
-		w.cfg.OnCommit(Commit{Events: committed, Executions: analysed.executions, NewCritical: analysed.newCritical})
+		w.cfg.OnCommit(Commit{Events: committed, Executions: analysed.executions, NewCritical: analysed.newCritical,
+			Took: time.Since(start)})
 	}
 }
 
@@ -251,7 +274,7 @@ func insertRequest(tx *store.Tx, events []trace.Event, received time.Time) (map[
 		seq, inserted, err := tx.InsertEvent(ev, received)
 		if err != nil {
 			if rbErr := tx.RollbackTo(); rbErr != nil {
-				return nil, nil, res, errors.Join(err, rbErr)
+				return nil, nil, res, errors.Join(err, errSavepointLost, rbErr)
 			}
 			return nil, nil, Result{}, err
 		}

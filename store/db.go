@@ -45,6 +45,11 @@ type DB struct {
 	writeMu   sync.Mutex
 	mu        sync.Mutex // guards prepared
 	prepared  map[string]*sql.Stmt
+
+	// health is what the last write transaction found (health.go).
+	health writeHealth
+
+	pruneStats pruneCounters // prune.go
 }
 
 // Open opens (creating if needed) the database file at path and applies
@@ -81,6 +86,10 @@ func Open(ctx context.Context, path string, sync Sync) (*DB, error) {
 	read.SetMaxOpenConns(n)
 	read.SetMaxIdleConns(n)
 	db := &DB{Path: path, write: write, read: read, prepared: map[string]*sql.Stmt{}}
+	if err := db.vacuumIncrementallyWhenNew(ctx); err != nil { // prune.go
+		db.Close()
+		return nil, err
+	}
 	if err := db.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err

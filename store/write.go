@@ -28,7 +28,7 @@ func (db *DB) Update(ctx context.Context, fn func(*Tx) error) error {
 	defer db.writeMu.Unlock()
 	tx, err := db.writeConn.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("store: begin: %w", err)
+		return db.noteWrite(fmt.Errorf("store: begin: %w", err))
 	}
 	defer tx.Rollback()
 	t := &Tx{ctx: ctx, db: db, tx: tx, stmts: map[string]*sql.Stmt{}}
@@ -37,13 +37,16 @@ func (db *DB) Update(ctx context.Context, fn func(*Tx) error) error {
 			s.Close() // the transaction's binding; the prepared statement stays
 		}
 	}()
+	// A full disk, a read-only file or an I/O error becomes an
+	// *UnwritableError (errors.go), and every outcome is noted for
+	// WriteHealth, whether fn or the commit met it.
 	if err := fn(t); err != nil {
-		return err
+		return db.noteWrite(err)
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("store: commit: %w", err)
+		return db.noteWrite(fmt.Errorf("store: commit: %w", err))
 	}
-	return nil
+	return db.noteWrite(nil)
 }
 
 // stmt returns the writer's prepared statement for query, bound to this

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
-	"net/url"
 	"strings"
 	"time"
 )
@@ -66,39 +64,6 @@ func PrettyJSON(raw json.RawMessage) string {
 	}
 	return buf.String()
 }
-
-// domID turns arbitrary ids into stable, valid HTML ids: the same step has
-// the same anchor on every render, whatever characters its id holds.
-func domID(prefix string, parts ...string) string {
-	h := fnv.New64a()
-	for _, p := range parts {
-		h.Write([]byte(p))
-		h.Write([]byte{0})
-	}
-	return fmt.Sprintf("%s-%012x", prefix, h.Sum64()>>16)
-}
-
-// AttemptAnchor is the HTML id of an attempt in the timeline.
-func AttemptAnchor(stepID string, n int) string { return domID("a", stepID, fmt.Sprint(n)) }
-
-// EffectAnchor is the HTML id of an effect in the timeline.
-func EffectAnchor(provider, id string) string { return domID("e", provider, id) }
-
-// ExecutionURL is the permalink of an execution's page.
-func ExecutionURL(id string) string { return "/executions/" + url.PathEscape(id) }
-
-// AttemptURL is the permalink of an attempt's detail.
-func AttemptURL(executionID, stepID string, n int) string {
-	return ExecutionURL(executionID) + "/attempt?" + url.Values{"step": {stepID}, "n": {fmt.Sprint(n)}}.Encode()
-}
-
-// EffectURL is the permalink of an effect's detail.
-func EffectURL(executionID, provider, id string) string {
-	return ExecutionURL(executionID) + "/effect?" + url.Values{"provider": {provider}, "id": {id}}.Encode()
-}
-
-// KeyURL is the page of one idempotency key.
-func KeyURL(key string) string { return "/keys/" + url.PathEscape(key) }
 
 func pct(v float64) string { return trimZero(fmt.Sprintf("%.3f", v)) + "%" }
 

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"fmt"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -14,6 +15,22 @@ type ingestResponse struct {
 	Rejected   []ingest.Rejection `json:"rejected"`
 }
 
+// rejectedResponse answers a request whose every event was invalid: 400
+// with the {"error"} every error has, and the per-index rejections.
+type rejectedResponse struct {
+	Error string `json:"error"`
+	ingestResponse
+}
+
+func allRejected(rejected []ingest.Rejection) rejectedResponse {
+	msg := fmt.Sprintf("events: all %d events were rejected, nothing was stored; ", len(rejected))
+	if len(rejected) == 1 {
+		msg = "events: the event was rejected, nothing was stored; "
+	}
+	msg += fmt.Sprintf("event %d: %s", rejected[0].Index, rejected[0].Error)
+	return rejectedResponse{Error: msg, ingestResponse: ingestResponse{Rejected: rejected}}
+}
+
 // handleEventsIngest is POST /api/v1/events: it answers only after the
 // request's events are committed.
 func (s *Server) handleEventsIngest(c echo.Context) error {
@@ -22,19 +39,26 @@ func (s *Server) handleEventsIngest(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	body := http.MaxBytesReader(c.Response(), req.Body, s.cfg.Limits.BodyBytes)
-	data, err := ingest.ReadBody(body, req.Header.Get(echo.HeaderContentEncoding), s.cfg.Limits.BodyBytes)
+	data, held, err := s.readBody(c) // within the decode budget (budget.go)
 	if err != nil {
 		return err
 	}
-	batch, err := ingest.Decode(data, format, s.cfg.Limits)
+	defer held.Release() // once the events are committed
+	batch, err := ingest.DecodeWithin(req.Context(), held, data, format, s.cfg.Limits)
 	if err != nil {
 		return err
+	}
+	if len(batch.Events) == 0 && len(batch.Rejected) > 0 {
+		// Nothing to store: a client error, not a 2xx a client would take
+		// for success. The body still lists every event's problem.
+		s.metrics.ingested("native", ingest.Result{}, batch.Rejected)
+		return c.JSON(http.StatusBadRequest, allRejected(batch.Rejected))
 	}
 	res, err := s.cfg.Writer.Write(req.Context(), batch.Events)
 	if err != nil {
 		return err
 	}
+	s.metrics.ingested("native", res, batch.Rejected)
 	out := ingestResponse{Accepted: res.Accepted, Duplicates: res.Duplicates, Rejected: batch.Rejected}
 	status := http.StatusOK
 	if len(batch.Rejected) > 0 {

@@ -190,9 +190,14 @@ func durationMS(start, end time.Time) *int64 {
 	return &ms
 }
 
-// handleExecutionShow is GET /api/v1/executions/:id.
+// handleExecutionShow is GET /api/v1/executions/:id, and GET
+// /api/v1/execution?execution_id= for any id.
 func (s *Server) handleExecutionShow(c echo.Context) error {
-	d, err := s.loadExecution(c.Request().Context(), c.Param("id"))
+	id, err := executionIDParam(c)
+	if err != nil {
+		return err
+	}
+	d, err := s.loadExecution(c.Request().Context(), id)
 	if err != nil {
 		return err
 	}

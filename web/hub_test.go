@@ -26,6 +26,7 @@ func hubCommit(t *testing.T, from, to int64) ingest.Commit {
 
 // publishWithin runs Publish and fails the test if it does not return
 // promptly: Publish runs on the writer's goroutine and must never wait.
+// Then it waits for the hub's fan-out to have handed the commit out.
 func publishWithin(t *testing.T, h *Hub, c ingest.Commit) {
 	t.Helper()
 	done := make(chan struct{})
@@ -38,6 +39,17 @@ func publishWithin(t *testing.T, h *Hub, c ingest.Commit) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Publish: still running after 5s, want it never to wait for a subscriber")
 	}
+	waitFannedOut(t, h)
+}
+
+// waitFannedOut waits until the fan-out has handled every published commit.
+func waitFannedOut(t *testing.T, h *Hub) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); h.handled.Load() < h.published.Load(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("fan-out: handled %d of %d commits after 5s", h.handled.Load(), h.published.Load())
+		}
+	}
 }
 
 // drain takes what is buffered without waiting; closed reports that the
@@ -45,11 +57,16 @@ func publishWithin(t *testing.T, h *Hub, c ingest.Commit) {
 func drain(s *Subscription) (seqs []int64, closed bool) {
 	for {
 		select {
-		case m, ok := <-s.C:
+		case b, ok := <-s.c:
 			if !ok {
 				return seqs, true
 			}
-			seqs = append(seqs, m.Seq)
+			s.written(b.n)
+			for _, it := range b.items {
+				if s.filter.matches(it.msg) {
+					seqs = append(seqs, it.msg.Seq)
+				}
+			}
 		default:
 			return seqs, false
 		}
@@ -89,7 +106,7 @@ func TestHubUnsubscribeTwice(t *testing.T) {
 	s := h.Subscribe(LiveFilter{})
 	h.Unsubscribe(s)
 	h.Unsubscribe(s) // must not close C again
-	if _, ok := <-s.C; ok {
+	if _, ok := <-s.c; ok {
 		t.Error("after Unsubscribe: got a message, want C closed")
 	}
 	if n := h.Subscribers(); n != 0 {

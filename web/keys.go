@@ -65,18 +65,28 @@ func (s *Server) loadKey(ctx context.Context, key string) (keyData, error) {
 	return d, nil
 }
 
-// handleKeyShow is GET /api/v1/keys/:key.
+// handleKeyShow is GET /api/v1/keys/:key, and GET
+// /api/v1/key?idempotency_key= for any key.
 func (s *Server) handleKeyShow(c echo.Context) error {
-	d, err := s.loadKey(c.Request().Context(), c.Param("key"))
+	key, err := keyParam(c)
+	if err != nil {
+		return err
+	}
+	d, err := s.loadKey(c.Request().Context(), key)
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, d)
 }
 
-// handleKeyPage is GET /keys/:key: the key-centric view.
+// handleKeyPage is GET /keys/:key (or /key?idempotency_key=): the
+// key-centric view.
 func (s *Server) handleKeyPage(c echo.Context) error {
-	d, err := s.loadKey(c.Request().Context(), c.Param("key"))
+	key, err := keyParam(c)
+	if err != nil {
+		return err
+	}
+	d, err := s.loadKey(c.Request().Context(), key)
 	if err != nil {
 		return err
 	}
@@ -91,7 +101,7 @@ func (s *Server) handleKeyPage(c echo.Context) error {
 		v.Effects = append(v.Effects, views.OutboxRow{Effect: r.Effect, State: r.State})
 	}
 	for _, f := range d.Findings {
-		v.Findings = append(v.Findings, views.NewFindingView(f))
+		v.Findings = append(v.Findings, views.NewFindingViewAway(f))
 	}
 	return render(c, http.StatusOK, views.KeyPage(v))
 }

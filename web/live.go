@@ -1,8 +1,8 @@
 package web
 
 import (
+	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -30,67 +30,203 @@ const (
 
 type feed struct {
 	s        *Server
-	sub      *Subscription
+	sub      *Subscription // nil for a feed that only reads back (the /live page)
 	filter   LiveFilter
-	last     int64 // the highest sequence number handed out
-	pending  []LiveMessage
+	last     int64       // the highest sequence number handed out or passed over
+	handed   int64       // the highest sequence number handed out
+	pending  []*liveItem // read back from the store, accepted
+	backlog  []*liveItem // read back from the hub's recent messages, not yet accepted
+	batch    []*liveItem // the rest of the batch being read from sub, not yet accepted
 	caughtUp bool
 	names    map[string]string // execution names, for the name filter
+	// unwritten counts what was taken from sub and is not yet known to be
+	// written; it leaves sub's pending count only once it is.
+	unwritten int64
 }
 
-// openFeed subscribes first and reads the store second, so nothing
-// committed in between is lost; duplicates are skipped by sequence.
+// openFeed subscribes and reads back what the client missed in one step:
+// from the hub's recent messages when it still holds all of them, else
+// from the store, after subscribing (so nothing committed in between is
+// lost); duplicates are skipped by sequence.
 func (s *Server) openFeed(filter LiveFilter, after int64, resume bool) (*feed, error) {
-	sub := s.hub.Subscribe(filter)
+	from := int64(-1)
+	if resume {
+		from = after
+	}
+	sub, recent, covered := s.hub.subscribeAfter(filter, from)
 	if sub == nil {
 		return nil, errors.New("live: server shutting down")
 	}
-	return &feed{s: s, sub: sub, filter: filter, last: after, caughtUp: !resume, names: map[string]string{}}, nil
+	f := &feed{s: s, sub: sub, filter: filter, last: after, caughtUp: !resume || covered, backlog: recent,
+		names: map[string]string{}}
+	return f, nil
 }
 
 func (f *feed) close() { f.s.hub.Unsubscribe(f.sub) }
 
-// next returns the next message, or ok=false when tick fired first.
-func (f *feed) next(ctx context.Context, tick <-chan time.Time) (LiveMessage, bool, error) {
+// more reports that next has a message at hand without waiting (one the
+// name filter may still turn down).
+func (f *feed) more() bool {
+	if len(f.pending) > 0 || (f.sub != nil && len(f.sub.c) > 0) {
+		return true
+	}
+	for _, items := range [][]*liveItem{f.backlog, f.batch} {
+		for _, it := range items {
+			if (it.msg.Type != "event" || it.msg.Seq > f.last) && f.filter.matches(it.msg) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// next returns the next message, or ok=false when tick fired first. Its
+// work — reading back, taking from the subscription, and the caller's
+// encoding and gathering of what it returns — happens inside unit (when
+// not nil), which it finishes before it waits; without a unit, what it
+// takes counts as written at once.
+func (f *feed) next(ctx context.Context, tick <-chan time.Time, unit *deliveryUnit) (*liveItem, bool, error) {
+	begin := func() {
+		if unit != nil {
+			unit.begin()
+		}
+	}
 	for {
+		if f.sub != nil && f.sub.ended.Load() {
+			return f.dropped(), true, nil
+		}
 		if len(f.pending) > 0 {
-			m := f.pending[0]
+			begin()
+			it := f.pending[0]
 			f.pending = f.pending[1:]
-			return m, true, nil
+			f.handedOut(it)
+			return it, true, nil
 		}
 		if !f.caughtUp {
+			begin()
 			if err := f.backfill(ctx); err != nil {
-				return LiveMessage{}, false, err
+				return nil, false, err
 			}
 			continue
 		}
-		select {
-		case <-ctx.Done():
-			return LiveMessage{}, false, ctx.Err()
-		case <-tick:
-			return LiveMessage{}, false, nil
-		case m, open := <-f.sub.C:
-			if !open {
-				return LiveMessage{Type: "dropped", Seq: f.last, Reason: f.sub.Reason()}, true, nil
+		if len(f.backlog) > 0 || len(f.batch) > 0 {
+			begin()
+			var it *liveItem
+			if len(f.backlog) > 0 {
+				it, f.backlog = f.backlog[0], f.backlog[1:]
+			} else {
+				it, f.batch = f.batch[0], f.batch[1:]
 			}
-			if m.Type == "event" {
-				if m.Seq <= f.last {
-					continue // already sent from the store
-				}
-				f.last = m.Seq
-			}
-			ok, err := f.wanted(ctx, m)
+			ok, err := f.accept(ctx, it)
 			if err != nil {
-				return LiveMessage{}, false, err
+				return nil, false, err
 			}
 			if ok {
-				return m, true, nil
+				f.handedOut(it)
+				return it, true, nil
+			}
+			continue
+		}
+		if unit != nil {
+			if err := unit.finish(); err != nil {
+				return nil, false, err
+			}
+		}
+		f.sub.written(f.unwritten)
+		f.unwritten = 0
+		select {
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		case <-tick:
+			return nil, false, nil
+		case b, open := <-f.sub.c:
+			if !open {
+				return f.dropped(), true, nil
+			}
+			f.unwritten = b.n
+			f.batch = b.items
+			if b.gap {
+				// The hub lost commits before these: read them back.
+				f.caughtUp = false
 			}
 		}
 	}
 }
 
+func (f *feed) handedOut(it *liveItem) {
+	if it.msg.Type == "event" {
+		f.handed = it.msg.Seq
+	}
+}
+
+// dropped is the last message of a feed the hub has let go. What is still
+// queued for it is not sent: a client dropped for being slow should resume
+// soon rather than first take more of what it is behind on. Its sequence
+// number is the last one handed out, or, when nothing read back waits, the
+// last one passed over too (the filters turned the rest down).
+func (f *feed) dropped() *liveItem {
+	seq := f.last
+	if len(f.pending) > 0 {
+		seq = f.handed
+	}
+	f.pending, f.backlog, f.batch = nil, nil, nil
+	return newItem(LiveMessage{Type: "dropped", Seq: seq, Reason: f.sub.Reason()})
+}
+
+// accept decides whether this feed hands out it: an event once, in
+// sequence order, when the filters select it.
+func (f *feed) accept(ctx context.Context, it *liveItem) (bool, error) {
+	m := it.msg
+	if m.Type == "event" {
+		if m.Seq <= f.last {
+			return false, nil // already handed out, from the store or the history
+		}
+		f.last = m.Seq
+	}
+	if !f.filter.matches(m) {
+		return false, nil
+	}
+	return f.wanted(ctx, m)
+}
+
+// backfill reads back one page of what was missed: from the hub's recent
+// messages once it holds all of them, else from the store. Recent
+// messages are accepted as they are handed out, except by a feed without
+// a subscription (a page reading back), which takes them all at once.
 func (f *feed) backfill(ctx context.Context) error {
+	if recent, covered := f.s.hub.recentAfter(f.last); covered {
+		f.caughtUp = true
+		if f.sub != nil {
+			f.backlog = recent
+			return nil
+		}
+		for _, it := range recent {
+			if ok, err := f.accept(ctx, it); err != nil {
+				return err
+			} else if ok {
+				f.pending = append(f.pending, it)
+			}
+		}
+		return nil
+	}
+	if f.filter.ExecutionID == "" {
+		// From the pages every resuming client shares.
+		items, err := f.s.hub.pages.get(ctx, f.last-f.last%storePageSize, f.s.loadStorePage)
+		if err != nil {
+			return err
+		}
+		if len(items) < storePageSize {
+			f.caughtUp = true
+		}
+		for _, it := range items {
+			if ok, err := f.accept(ctx, it); err != nil {
+				return err
+			} else if ok {
+				f.pending = append(f.pending, it)
+			}
+		}
+		return nil
+	}
 	events, err := f.s.cfg.DB.EventsAfter(ctx, f.last, f.filter.ExecutionID, backfillPage)
 	if err != nil {
 		return err
@@ -99,19 +235,15 @@ func (f *feed) backfill(ctx context.Context) error {
 		f.caughtUp = true
 	}
 	for _, e := range events {
-		f.last = e.Seq
 		ev, err := ingest.ParseStored(e.Body)
 		if err != nil {
 			return fmt.Errorf("live: stored event %d: %w", e.Seq, err)
 		}
-		m := eventMessage(e.Seq, ev)
-		if !f.filter.matches(m) {
-			continue
-		}
-		if ok, err := f.wanted(ctx, m); err != nil {
+		it := newItem(eventMessage(e.Seq, ev))
+		if ok, err := f.accept(ctx, it); err != nil {
 			return err
 		} else if ok {
-			f.pending = append(f.pending, m)
+			f.pending = append(f.pending, it)
 		}
 	}
 	return nil
@@ -201,6 +333,7 @@ func (s *Server) handleStream(c echo.Context) error {
 		}
 		resume = true
 	}
+	ctx := c.Request().Context()
 	f, err := s.openFeed(filter, after, resume)
 	if err != nil {
 		return echo.NewHTTPError(http.StatusServiceUnavailable, err.Error())
@@ -213,28 +346,55 @@ func (s *Server) handleStream(c echo.Context) error {
 	w.WriteHeader(http.StatusOK)
 	w.Flush()
 	rc := http.NewResponseController(w.Writer)
-	enc := json.NewEncoder(w)
 	keepalive := time.NewTicker(30 * time.Second)
 	defer keepalive.Stop()
-	ctx := c.Request().Context()
+	// Lines are gathered, each the hub's one encoding of the message, and
+	// written together when the feed has nothing more at hand, through the
+	// hub's delivery gate.
+	var lines bytes.Buffer
+	unit := &deliveryUnit{gate: s.hub.gate, gathered: func() bool { return lines.Len() > 0 },
+		write: func() error {
+			f.sub.beginWrite()
+			defer f.sub.endWrite()
+			_ = rc.SetWriteDeadline(time.Now().Add(writeWait))
+			_, err := w.Write(lines.Bytes())
+			lines.Reset()
+			if err != nil {
+				return err
+			}
+			return rc.Flush()
+		}}
+	defer unit.end()
 	for {
-		m, ok, err := f.next(ctx, keepalive.C)
+		it, ok, err := f.next(ctx, keepalive.C, unit)
 		if err != nil {
 			return nil // the client went away
 		}
-		_ = rc.SetWriteDeadline(time.Now().Add(writeWait))
 		if !ok {
-			if _, err := w.Write([]byte("\n")); err != nil {
+			_ = rc.SetWriteDeadline(time.Now().Add(writeWait))
+			if _, err := w.Write([]byte("\n")); err != nil || rc.Flush() != nil {
 				return nil
 			}
-		} else if m.Type != "changed" {
-			if err := enc.Encode(m); err != nil {
-				return nil
-			}
+			continue
 		}
-		w.Flush()
-		if m.Type == "dropped" {
+		if it.msg.Type == "changed" {
+			continue
+		}
+		line, _, err := it.encoded()
+		if err != nil {
+			return err
+		}
+		unit.begin()
+		lines.Write(line)
+		lines.WriteByte('\n')
+		if it.msg.Type == "dropped" {
+			_ = unit.finish()
 			return nil
+		}
+		if lines.Len() >= batchFlushAt {
+			if unit.finish() != nil {
+				return nil
+			}
 		}
 	}
 }
@@ -281,7 +441,8 @@ func (s *Server) handleLiveSocket(c echo.Context) error {
 	if q.View == "execution" && filter.ExecutionID == "" {
 		return badQuery("execution_id: required with view=execution")
 	}
-	conn, err := s.upgrader().Upgrade(c.Response(), c.Request(), nil)
+	hw := &batchingHijacker{ResponseWriter: c.Response()}
+	conn, err := s.upgrader().Upgrade(hw, c.Request(), nil)
 	if err != nil {
 		return nil // the upgrader has answered
 	}
@@ -323,36 +484,52 @@ func (s *Server) handleLiveSocket(c echo.Context) error {
 		return nil
 	}
 	defer f.close()
+	hw.conn.attach(f.sub)
 	if q.View == "execution" {
 		s.pushExecution(ctx, conn, f)
 		return nil
 	}
+	// Frames go out together: gathered while the feed has more at hand,
+	// written in one system call when it has not, through the hub's
+	// delivery gate. Each frame is the hub's one encoding of the message,
+	// shared by every connection.
+	bc := hw.conn
+	unit := &deliveryUnit{gate: s.hub.gate, gathered: func() bool { return bc.buffered() > 0 },
+		write: func() error { return bc.flush(time.Now().Add(writeWait)) }}
+	defer unit.end()
 	ping := time.NewTicker(pingPeriod)
 	defer ping.Stop()
 	for {
-		m, ok, err := f.next(ctx, ping.C)
+		it, ok, err := f.next(ctx, ping.C, unit)
 		if err != nil {
 			return nil
 		}
-		_ = conn.SetWriteDeadline(time.Now().Add(writeWait))
 		if !ok {
+			_ = conn.SetWriteDeadline(time.Now().Add(writeWait))
 			if conn.WriteMessage(websocket.PingMessage, nil) != nil {
 				return nil
 			}
 			continue
 		}
-		if m.Type == "changed" {
+		if it.msg.Type == "changed" {
 			continue
 		}
-		if q.View == "live" {
-			m = withRow(ctx, m)
+		frame, err := it.wsFrame(q.View == "live")
+		if err != nil {
+			return err
 		}
-		if conn.WriteJSON(m) != nil {
+		unit.begin()
+		bc.gather(frame)
+		if it.msg.Type == "dropped" {
+			if unit.finish() == nil {
+				closeSocket(conn, closeCode(it.msg.Reason), it.msg.Reason)
+			}
 			return nil
 		}
-		if m.Type == "dropped" {
-			closeSocket(conn, closeCode(m.Reason), m.Reason)
-			return nil
+		if bc.buffered() >= batchFlushAt {
+			if unit.finish() != nil {
+				return nil
+			}
 		}
 	}
 }

@@ -28,23 +28,23 @@ func (s *Server) pushExecution(ctx context.Context, conn *websocket.Conn, f *fee
 	defer tick.Stop()
 	lastPing := time.Now()
 	for {
-		m, ok, err := f.next(ctx, tick.C)
+		it, ok, err := f.next(ctx, tick.C, nil)
 		if err != nil {
 			return
 		}
-		if ok && m.Type == "dropped" {
+		if ok && it.msg.Type == "dropped" {
 			_ = conn.SetWriteDeadline(time.Now().Add(writeWait))
-			_ = conn.WriteJSON(m)
-			closeSocket(conn, closeCode(m.Reason), m.Reason)
+			_ = conn.WriteJSON(it.msg)
+			closeSocket(conn, closeCode(it.msg.Reason), it.msg.Reason)
 			return
 		}
 		if ok {
 			// Let a burst settle into one re-render.
-			if len(f.sub.C) > 0 {
+			if f.more() {
 				continue
 			}
 			time.Sleep(liveCoalesce)
-			if len(f.sub.C) > 0 {
+			if f.more() {
 				continue
 			}
 		}

@@ -455,7 +455,7 @@ func TestLiveSlowClientDropped(t *testing.T) {
 		posters  = 4
 		batch    = 5
 	)
-	pad := strings.Repeat("x", 256) // bigger messages back the socket up sooner
+	pad := strings.Repeat("x", 8192) // bigger messages back the socket up sooner
 	ingestUntil := func(ls *liveServer, round string, deadline time.Time) int {
 		// A request still unanswered long after the deadline means the
 		// writer is stuck: give up on it rather than hang.

@@ -63,7 +63,7 @@ func (s *Server) handleMessagePage(c echo.Context) error {
 		Provider: m.Provider, EffectID: m.EffectID, From: m.From, Recipients: m.Recipients,
 		ReceivedAt: m.ReceivedAt, LastReceivedAt: m.LastReceivedAt, Received: m.Received, Size: len(m.Raw),
 		Text: read.Text, HasText: read.HasText, RawURL: views.MessageRawURL(m.Provider, m.EffectID),
-		Problems: read.Problems, Effect: m.Effect, State: m.State, EffectURL: "/outbox?provider=" + m.Provider,
+		Problems: read.Problems, Effect: m.Effect, State: m.State, EffectURL: views.OutboxURL(m.Provider),
 	}
 	if m.Effect.ExecutionID != "" {
 		v.EffectURL = views.EffectURL(m.Effect.ExecutionID, m.Provider, m.EffectID)

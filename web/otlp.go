@@ -62,24 +62,31 @@ type otlpRequest interface {
 }
 
 // readOTLP checks the Content-Type, reads the body (gunzipped, within the
-// body limit) and decodes it into export, whose message name the 400 names.
-// When ok is false the error answer has been written and err is what the
-// handler returns.
-func (s *Server) readOTLP(c echo.Context, export otlpRequest, message string) (mt string, ok bool, err error) {
+// body limit) and decodes it into export, whose message name the 400 names,
+// all within the decode budget (budget.go): held is the reservation, which
+// the handler releases when done. A trace request is checked against the
+// OTLP request limits. When ok is false the error answer has been written,
+// nothing is held, and err is what the handler returns.
+func (s *Server) readOTLP(c echo.Context, export otlpRequest, message string, signal ingest.OTLPSignal) (mt string, held *ingest.Reservation, ok bool, err error) {
 	req := c.Request()
 	mt, _, err = mime.ParseMediaType(req.Header.Get(echo.HeaderContentType))
 	if err != nil || (mt != otlpProtobuf && mt != otlpJSON) {
-		return otlpJSON, false, otlpError(c, otlpJSON, http.StatusUnsupportedMediaType, codeInvalidArgument,
+		return otlpJSON, nil, false, otlpError(c, otlpJSON, http.StatusUnsupportedMediaType, codeInvalidArgument,
 			"Content-Type: send application/x-protobuf or application/json")
 	}
-	body := http.MaxBytesReader(c.Response(), req.Body, s.cfg.Limits.BodyBytes)
-	data, err := ingest.ReadBody(body, req.Header.Get(echo.HeaderContentEncoding), s.cfg.Limits.BodyBytes)
+	data, held, err := s.readBody(c)
 	if err != nil {
-		var re *ingest.RequestError
-		if errors.As(err, &re) {
-			return mt, false, otlpError(c, mt, re.Status, codeInvalidArgument, re.Msg)
-		}
-		return mt, false, otlpError(c, mt, http.StatusBadRequest, codeInvalidArgument, "body: "+err.Error())
+		return mt, nil, false, otlpBodyError(c, mt, err)
+	}
+	// What decoding will cost, reserved before it is spent; protobuf trace
+	// requests over the limits are refused here, undecoded.
+	est, err := ingest.OTLPDecodeEstimate(data, signal, mt == otlpProtobuf, s.cfg.Limits, s.budget.Capacity())
+	if err == nil {
+		err = held.Resize(req.Context(), int64(cap(data))+est)
+	}
+	if err != nil {
+		held.Release()
+		return mt, nil, false, otlpBodyError(c, mt, err)
 	}
 	if mt == otlpProtobuf {
 		err = export.UnmarshalProto(data)
@@ -87,9 +94,20 @@ func (s *Server) readOTLP(c echo.Context, export otlpRequest, message string) (m
 		err = export.UnmarshalJSON(data)
 	}
 	if err != nil {
-		return mt, false, otlpError(c, mt, http.StatusBadRequest, codeInvalidArgument, "body: not a valid OTLP "+message+": "+err.Error())
+		held.Release()
+		return mt, nil, false, otlpError(c, mt, http.StatusBadRequest, codeInvalidArgument, "body: not a valid OTLP "+message+": "+err.Error())
 	}
-	return mt, true, nil
+	if traces, isTraces := export.(ptraceotlp.ExportRequest); isTraces {
+		err = ingest.CheckOTLPLimits(traces.Traces(), s.cfg.Limits)
+		if err == nil {
+			err = held.Resize(req.Context(), held.Bytes()+ingest.OTLPMapEstimate(traces.Traces(), len(data)))
+		}
+		if err != nil {
+			held.Release()
+			return mt, nil, false, otlpBodyError(c, mt, err)
+		}
+	}
+	return mt, held, true, nil
 }
 
 // otlpSuccess answers a fully successful export: an Export*ServiceResponse
@@ -107,18 +125,21 @@ func otlpSuccess(c echo.Context, mt string) error {
 // mapped onto native events (ingest.MapOTLP) and go through the same writer.
 func (s *Server) handleOTLPTraces(c echo.Context) error {
 	export := ptraceotlp.NewExportRequest()
-	mt, ok, err := s.readOTLP(c, export, "ExportTraceServiceRequest")
+	mt, held, ok, err := s.readOTLP(c, export, "ExportTraceServiceRequest", ingest.OTLPTraces)
 	if !ok {
 		return err
 	}
+	defer held.Release() // once the spans are committed
 	mapped := ingest.MapOTLP(export.Traces(), ingest.OTLPConfig{Limits: s.cfg.Limits, ToolClasses: s.cfg.ToolClasses})
-	if _, err := s.cfg.Writer.Write(c.Request().Context(), mapped.Events); err != nil {
+	res, err := s.cfg.Writer.Write(c.Request().Context(), mapped.Events)
+	if err != nil {
 		if errors.Is(err, ingest.ErrOverloaded) || errors.Is(err, ingest.ErrClosed) {
 			c.Response().Header().Set("Retry-After", "1")
 			return otlpError(c, mt, http.StatusServiceUnavailable, codeUnavailable, "ingest: the writer is busy; retry after the Retry-After delay")
 		}
 		return err
 	}
+	s.metrics.ingestedSpans(export.Traces().SpanCount(), mapped.Rejected, res)
 	if mapped.Rejected == 0 {
 		return otlpSuccess(c, mt)
 	}
@@ -143,10 +164,11 @@ func (s *Server) handleOTLPTraces(c echo.Context) error {
 // purpose); a partial_success would make SDKs log a warning per export.
 func (s *Server) handleOTLPLogs(c echo.Context) error {
 	export := plogotlp.NewExportRequest()
-	mt, ok, err := s.readOTLP(c, export, "ExportLogsServiceRequest")
+	mt, held, ok, err := s.readOTLP(c, export, "ExportLogsServiceRequest", ingest.OTLPLogs)
 	if !ok {
 		return err
 	}
+	defer held.Release()
 	s.dropped.logRecords.Add(int64(export.Logs().LogRecordCount()))
 	return otlpSuccess(c, mt)
 }
@@ -155,10 +177,11 @@ func (s *Server) handleOTLPLogs(c echo.Context) error {
 // are counted and dropped.
 func (s *Server) handleOTLPMetrics(c echo.Context) error {
 	export := pmetricotlp.NewExportRequest()
-	mt, ok, err := s.readOTLP(c, export, "ExportMetricsServiceRequest")
+	mt, held, ok, err := s.readOTLP(c, export, "ExportMetricsServiceRequest", ingest.OTLPMetrics)
 	if !ok {
 		return err
 	}
+	defer held.Release()
 	s.dropped.metricPoints.Add(int64(export.Metrics().DataPointCount()))
 	return otlpSuccess(c, mt)
 }

@@ -56,10 +56,15 @@ func executionRow(r store.ExecutionSummary) views.ExecutionRow {
 	return views.ExecutionRow{Execution: r.Execution, Counts: r.Counts, Findings: r.Findings, CriticalFindings: r.CriticalFindings, AuditState: r.AuditState}
 }
 
-// handleExecutionShowPage is GET /executions/:id: findings, then the
-// timeline with the outbox lane.
+// handleExecutionShowPage is GET /executions/:id (or
+// /execution?execution_id=): findings, then the timeline with the outbox
+// lane.
 func (s *Server) handleExecutionShowPage(c echo.Context) error {
-	d, err := s.loadExecution(c.Request().Context(), c.Param("id"))
+	id, err := executionIDParam(c)
+	if err != nil {
+		return err
+	}
+	d, err := s.loadExecution(c.Request().Context(), id)
 	if err != nil {
 		return err
 	}
@@ -76,7 +81,7 @@ func (s *Server) executionView(d executionData, showAll bool, now time.Time) vie
 			Findings: len(d.findings), CriticalFindings: trace.CriticalCount(d.findings), AuditState: d.verdict.State},
 		Timeline: views.NewTimeline(views.TimelineInput{Run: d.run, Gaps: d.gaps, States: d.states, ShowAll: showAll,
 			Now: now, SilenceAfter: s.cfg.Analysis.GapThreshold}),
-		ShowAllURL: views.ExecutionURL(id) + "?lanes=all",
+		ShowAllURL: views.AllLanesURL(id),
 		Gaps:       d.gaps,
 	}
 	v.Audit = views.NewAuditView(views.AuditInput{Run: d.run, Verdict: d.verdict, Findings: d.findings,
@@ -90,14 +95,19 @@ func (s *Server) executionView(d executionData, showAll bool, now time.Time) vie
 	return v
 }
 
-// handleAttemptPage is GET /executions/:id/attempt?step=S&n=N, an
-// attempt's permalink; the execution page's script fetches its fragment.
+// handleAttemptPage is GET /executions/:id/attempt?step=S&n=N (or
+// /execution/attempt?execution_id=X&step=S&n=N), an attempt's permalink;
+// the execution page's script fetches its fragment.
 func (s *Server) handleAttemptPage(c echo.Context) error {
 	n, err := strconv.Atoi(c.QueryParam("n"))
 	if err != nil || n < 1 {
 		return badQuery("n: must be an attempt number ≥ 1")
 	}
-	run, err := s.cfg.DB.Run(c.Request().Context(), c.Param("id"))
+	id, err := executionIDParam(c)
+	if err != nil {
+		return err
+	}
+	run, err := s.cfg.DB.Run(c.Request().Context(), id)
 	if err != nil {
 		return err
 	}
@@ -120,9 +130,14 @@ func (s *Server) handleAttemptPage(c echo.Context) error {
 	return echo.NewHTTPError(http.StatusNotFound, "attempt: no attempt "+strconv.Itoa(n)+" of step "+strconv.Quote(stepID)+" in this execution")
 }
 
-// handleEffectPage is GET /executions/:id/effect?provider=P&id=E.
+// handleEffectPage is GET /executions/:id/effect?provider=P&id=E (or
+// /execution/effect?execution_id=X&provider=P&id=E).
 func (s *Server) handleEffectPage(c echo.Context) error {
-	d, err := s.loadExecution(c.Request().Context(), c.Param("id"))
+	id, err := executionIDParam(c)
+	if err != nil {
+		return err
+	}
+	d, err := s.loadExecution(c.Request().Context(), id)
 	if err != nil {
 		return err
 	}

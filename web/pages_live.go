@@ -39,7 +39,7 @@ func (s *Server) handleLivePage(c echo.Context) error {
 			}
 		}
 		for i := len(f.pending) - 1; i >= 0 && len(v.Rows) < liveCap; i-- {
-			row, err := liveRow(f.pending[i])
+			row, err := liveRow(f.pending[i].msg)
 			if err != nil {
 				return err
 			}

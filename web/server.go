@@ -38,12 +38,26 @@ type Config struct {
 	Hub *Hub
 	// AllowedOrigins may open the live WebSocket besides the server's own.
 	AllowedOrigins []string
+	// AllowedHosts are the Host names the server answers to, without port;
+	// others get 421 (hardening.go). Empty or "*" allows any.
+	AllowedHosts []string
 	// Now is the clock of live pages and of webhook signature ages;
 	// time.Now when nil.
 	Now func() time.Time
 	// Webhooks configures POST /api/v1/webhooks/{provider}: mappings,
 	// signing secrets, the signature age tolerance.
 	Webhooks WebhookConfig
+	// Auth says who may read (auth.go); reads are open unless a read
+	// token applies.
+	Auth AuthConfig
+	// Metrics is served at /metrics (metrics.go); New makes one when nil.
+	Metrics *Metrics
+	// MaxDecodeBytes bounds the memory requests hold while their bodies
+	// are read, decoded and written (budget.go); ingest.DefaultDecodeBytes
+	// when 0. DecodeWait is how long a request waits for its share before
+	// a 503; ingest.DefaultDecodeWait when 0.
+	MaxDecodeBytes int64
+	DecodeWait     time.Duration
 }
 
 // Server serves the UI and the APIs.
@@ -62,6 +76,15 @@ type Server struct {
 	// dropped counts the OTLP log records and metric points accepted and
 	// not stored.
 	dropped otlpDropped
+
+	// storageLog logs a database that cannot be written once (health.go).
+	storageLog storageLog
+
+	auth    *authenticator // nil when reads are open (auth.go)
+	metrics *serverMetrics // metrics.go
+
+	// budget bounds the memory of bodies being decoded (budget.go).
+	budget *ingest.DecodeBudget
 }
 
 // New builds the server and its routes.
@@ -82,6 +105,11 @@ func New(cfg Config) *Server {
 		cfg.Now = time.Now
 	}
 	s := &Server{cfg: cfg, echo: e, sandbox: sandbox.New(cfg.Sandbox), hub: cfg.Hub}
+	s.budget = ingest.NewDecodeBudget(cfg.MaxDecodeBytes, cfg.DecodeWait)
+	if token := cfg.Auth.Token(cfg.IngestToken); token != "" {
+		s.auth = newAuthenticator(token, cfg.Auth.SessionTTL, cfg.Now)
+	}
+	s.metrics = newServerMetrics(cfg.Metrics, metricsSources{db: cfg.DB, writer: cfg.Writer, hub: cfg.Hub})
 	e.HTTPErrorHandler = s.handleError
 	s.routes()
 	return s
@@ -90,7 +118,16 @@ func New(cfg Config) *Server {
 // routes lists every route of the server.
 func (s *Server) routes() {
 	e := s.echo
-	e.Use(securityHeaders)
+	// hardening.go: the Host allowlist before routing; then what a page on
+	// another site must not send.
+	e.Pre(allowHosts(s.cfg.AllowedHosts))
+	e.Use(s.observeRequests) // metrics.go: outermost, so it times and counts every answer
+	e.Use(securityHeaders, s.guardWrites())
+	e.Use(s.requireRead) // auth.go: every GET but these open ones needs the read token when one applies
+	e.GET("/login", s.handleLoginPage)
+	e.POST("/login", s.handleLogin)
+	e.POST("/logout", s.handleLogout)
+	e.GET("/metrics", s.handleMetrics)
 	e.GET("/healthz", s.handleHealth)
 	e.GET("/static/*", echo.WrapHandler(http.StripPrefix("/static/", staticFiles())))
 
@@ -98,11 +135,17 @@ func (s *Server) routes() {
 	e.GET("/executions/:id", s.handleExecutionShowPage)
 	e.GET("/executions/:id/attempt", s.handleAttemptPage)
 	e.GET("/executions/:id/effect", s.handleEffectPage)
+	// Twins taking the id in the query, for ids a path cannot carry
+	// (views/urls.go says which).
+	e.GET("/execution", s.handleExecutionShowPage)
+	e.GET("/execution/attempt", s.handleAttemptPage)
+	e.GET("/execution/effect", s.handleEffectPage)
 	e.GET("/outbox", s.handleOutboxPage)
 	e.GET("/outbox/messages", s.handleMessagePage)
 	e.GET("/outbox/messages/html", s.handleMessageHTML)
 	e.GET("/outbox/messages/raw", s.handleMessageRaw)
 	e.GET("/keys/:key", s.handleKeyPage)
+	e.GET("/key", s.handleKeyPage)
 	e.GET("/live", s.handleLivePage)
 
 	api := e.Group("/api/v1")
@@ -110,10 +153,12 @@ func (s *Server) routes() {
 	api.POST("/webhooks/:provider", s.handleWebhook, s.requireWebhookToken)
 	api.GET("/executions", s.handleExecutionList)
 	api.GET("/executions/:id", s.handleExecutionShow)
+	api.GET("/execution", s.handleExecutionShow)
 	api.GET("/effects", s.handleEffectList)
 	api.GET("/messages", s.handleMessageShow)
 	api.GET("/findings", s.handleFindingList)
 	api.GET("/keys/:key", s.handleKeyShow)
+	api.GET("/key", s.handleKeyShow)
 	api.GET("/stream", s.handleStream)
 	api.GET("/live", s.handleLiveSocket)
 
@@ -122,7 +167,7 @@ func (s *Server) routes() {
 	e.POST(otlpMetricsPath, s.handleOTLPMetrics, s.requireIngestToken)
 
 	box := e.Group("/sandbox")
-	box.POST("/mail/v1/send", echo.WrapHandler(http.HandlerFunc(s.sandbox.ServeSend)), s.requireIngestToken)
+	box.POST("/mail/v1/send", echo.WrapHandler(http.HandlerFunc(s.sandbox.ServeSend)), s.requireIngestToken, s.reserveDecode(sandboxDecodeBytes))
 	box.GET("/faults", echo.WrapHandler(http.HandlerFunc(s.sandbox.ServeFaults)))
 	box.PUT("/faults", echo.WrapHandler(http.HandlerFunc(s.sandbox.ServeFaults)), s.requireIngestToken)
 	box.DELETE("/faults", echo.WrapHandler(http.HandlerFunc(s.sandbox.ServeFaults)), s.requireIngestToken)
@@ -192,6 +237,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 	status, msg := http.StatusInternalServerError, "internal error"
 	var he *echo.HTTPError
 	var re *ingest.RequestError
+	var ue *store.UnwritableError
 	switch {
 	case errors.As(err, &re):
 		status, msg = re.Status, re.Msg
@@ -206,6 +252,12 @@ func (s *Server) handleError(err error, c echo.Context) {
 		status, msg = http.StatusNotFound, "not found"
 	case errors.Is(err, store.ErrBadCursor):
 		status, msg = http.StatusBadRequest, err.Error()
+	case errors.As(err, &ue):
+		status, msg = storageStatus(c, ue) // health.go: 507, or 503 for OTLP
+		s.storageLog.note(s, s.cfg.DB.WriteHealth())
+	case decodeBusy(err): // budget.go
+		status, msg = http.StatusServiceUnavailable, ingest.ErrDecodeBusy.Error()
+		c.Response().Header().Set("Retry-After", decodeBusyRetryAfter)
 	case errors.Is(err, ingest.ErrOverloaded), errors.Is(err, ingest.ErrClosed):
 		status, msg = http.StatusServiceUnavailable, "ingest: the writer is busy; retry after the Retry-After delay"
 		c.Response().Header().Set("Retry-After", "1")
@@ -226,24 +278,6 @@ func (s *Server) handleError(err error, c echo.Context) {
 		}
 	}
 	_ = c.JSON(status, map[string]string{"error": msg})
-}
-
-func (s *Server) handleHealth(c echo.Context) error {
-	if err := s.cfg.DB.Ping(c.Request().Context()); err != nil {
-		return echo.NewHTTPError(http.StatusServiceUnavailable, "database: "+err.Error())
-	}
-	// The gap threshold tells agents (the demo) how long a silence must be
-	// to show as a gap on this server.
-	// otlp_dropped counts what POST /v1/logs and /v1/metrics accepted and
-	// did not store, since the server started.
-	return c.JSON(http.StatusOK, map[string]any{
-		"status":        "ok",
-		"gap_threshold": s.cfg.Analysis.GapThreshold.String(),
-		"otlp_dropped": map[string]int64{
-			"log_records":   s.dropped.logRecords.Load(),
-			"metric_points": s.dropped.metricPoints.Load(),
-		},
-	})
 }
 
 // staticFiles serves the embedded stylesheet and scripts. They change only

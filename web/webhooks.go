@@ -63,7 +63,11 @@ type webhookResponse struct {
 // a provider's webhook URL can carry (https://oncetrace:TOKEN@host/...).
 func (s *Server) requireWebhookToken(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if _, signed := s.cfg.Webhooks.Secrets[c.Param("provider")]; signed || s.cfg.IngestToken == "" {
+		name, err := pathParam(c, "provider")
+		if err != nil {
+			return err
+		}
+		if _, signed := s.cfg.Webhooks.Secrets[name]; signed || s.cfg.IngestToken == "" {
 			return next(c)
 		}
 		req := c.Request()
@@ -85,7 +89,10 @@ func (s *Server) requireWebhookToken(next echo.HandlerFunc) echo.HandlerFunc {
 // committed as effects before the answer. A re-delivery is a duplicate.
 func (s *Server) handleWebhook(c echo.Context) error {
 	req := c.Request()
-	name := c.Param("provider")
+	name, err := pathParam(c, "provider")
+	if err != nil {
+		return err
+	}
 	mappings := s.webhookMappings()
 	m, ok := mappings[name]
 	if !ok {
@@ -96,9 +103,14 @@ func (s *Server) handleWebhook(c echo.Context) error {
 		return &ingest.RequestError{Status: http.StatusUnsupportedMediaType,
 			Msg: fmt.Sprintf("Content-Type: %q is not supported; webhooks are application/json", req.Header.Get(echo.HeaderContentType))}
 	}
-	body := http.MaxBytesReader(c.Response(), req.Body, s.cfg.Limits.BodyBytes)
-	data, err := ingest.ReadBody(body, req.Header.Get(echo.HeaderContentEncoding), s.cfg.Limits.BodyBytes)
+	data, held, err := s.readBody(c) // within the decode budget (budget.go)
 	if err != nil {
+		return err
+	}
+	defer held.Release() // once the effects are committed
+	// The mapping decodes the whole payload; the effects it yields are
+	// kept until committed (at most twice the body).
+	if err := held.Resize(req.Context(), int64(cap(data))+ingest.JSONDecodeEstimate(data, s.budget.Capacity())+2*int64(len(data))); err != nil {
 		return err
 	}
 	if secret, signed := s.cfg.Webhooks.Secrets[name]; signed {

@@ -24,6 +24,8 @@ func runAudit(args []string, out io.Writer) (critical bool, err error) {
 	dbPath := fs.String("db", "", "audit this database file, computing every finding afresh")
 	server := fs.String("server", "", "audit the oncetrace server at this URL (e.g. http://127.0.0.1:8080)")
 	asJSON := fs.Bool("json", false, "print JSON instead of text")
+	readToken := fs.String("read-token", envOr("ONCETRACE_READ_TOKEN", envOr("ONCETRACE_INGEST_TOKEN", "")),
+		"with --server: the server's read token, sent as Authorization: Bearer; a server on the network protects reads (env ONCETRACE_READ_TOKEN, else ONCETRACE_INGEST_TOKEN)")
 	cfg := trace.DefaultConfig
 	fs.DurationVar(&cfg.GapThreshold, "gap-threshold", cfg.GapThreshold, "with --db: shortest idle interval treated as a gap")
 	fs.DurationVar(&cfg.KeyRetention, "key-retention", cfg.KeyRetention, "with --db: key retention window of the receiving APIs")
@@ -43,7 +45,7 @@ func runAudit(args []string, out io.Writer) (critical bool, err error) {
 	if *dbPath != "" {
 		findings, unverified, err = auditDB(ctx, *dbPath, cfg)
 	} else {
-		findings, unverified, err = auditServer(ctx, *server)
+		findings, unverified, err = auditServer(ctx, *server, *readToken)
 	}
 	if err != nil {
 		return false, err
@@ -110,11 +112,11 @@ func auditDB(ctx context.Context, path string, cfg trace.Config) ([]trace.Findin
 	return findings, unverified, nil
 }
 
-func auditServer(ctx context.Context, server string) ([]trace.Finding, []string, error) {
+func auditServer(ctx context.Context, server, token string) ([]trace.Finding, []string, error) {
 	var findings struct {
 		Findings []trace.Finding `json:"findings"`
 	}
-	if err := getServerJSON(ctx, server, "/api/v1/findings", nil, &findings); err != nil {
+	if err := getServerJSON(ctx, server, token, "/api/v1/findings", nil, &findings); err != nil {
 		return nil, nil, err
 	}
 	var unverified []string
@@ -129,7 +131,7 @@ func auditServer(ctx context.Context, server string) ([]trace.Finding, []string,
 		if cursor != "" {
 			q.Set("cursor", cursor)
 		}
-		if err := getServerJSON(ctx, server, "/api/v1/executions", q, &page); err != nil {
+		if err := getServerJSON(ctx, server, token, "/api/v1/executions", q, &page); err != nil {
 			return nil, nil, err
 		}
 		for _, x := range page.Executions {
@@ -143,8 +145,9 @@ func auditServer(ctx context.Context, server string) ([]trace.Finding, []string,
 	return findings.Findings, unverified, nil
 }
 
-// getServerJSON decodes the JSON answer of GET server+path?query.
-func getServerJSON(ctx context.Context, server, path string, query url.Values, into any) error {
+// getServerJSON decodes the JSON answer of GET server+path?query, sent with
+// the read token when there is one.
+func getServerJSON(ctx context.Context, server, token, path string, query url.Values, into any) error {
 	u, err := url.JoinPath(server, path)
 	if err != nil {
 		return fmt.Errorf("audit: --server %q: %w", server, err)
@@ -155,6 +158,9 @@ func getServerJSON(ctx context.Context, server, path string, query url.Values, i
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return fmt.Errorf("audit: %w", err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

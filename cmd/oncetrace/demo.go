@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/oncetrace/oncetrace/views"
 	"github.com/oncetrace/oncetrace/web/sandbox"
 )
 
@@ -48,6 +50,7 @@ func scenarioNamed(name string) (scenario, bool) {
 // demoOptions configure a demo run.
 type demoOptions struct {
 	server, token string
+	readToken     string        // to read the results back; the ingest token when empty
 	gap           time.Duration // how long crash scenarios wait with no process running
 	timeout       time.Duration // per attempt
 	journalDir    string
@@ -66,6 +69,7 @@ func runDemoCommand(args []string, out io.Writer) error {
 	o := demoOptions{out: out}
 	fs.StringVar(&o.server, "server", envOr("ONCETRACE_SERVER", "http://127.0.0.1:8080"), "the oncetrace server to run against (env ONCETRACE_SERVER)")
 	fs.StringVar(&o.token, "ingest-token", envOr("ONCETRACE_INGEST_TOKEN", ""), "the server's ingest token, if it has one")
+	fs.StringVar(&o.readToken, "read-token", envOr("ONCETRACE_READ_TOKEN", ""), "the server's read token, if reads need one other than the ingest token (env ONCETRACE_READ_TOKEN)")
 	fs.DurationVar(&o.gap, "gap", 3*time.Second, "how long the crash scenarios wait with no process running (53s reproduces the article); keep it above the server's --gap-threshold to see a crash gap")
 	fs.DurationVar(&o.timeout, "timeout", time.Second, "the agent's per-attempt timeout")
 	fs.StringVar(&o.journalDir, "journal-dir", "", "where the agent keeps its journals (default: a new temporary directory)")
@@ -177,7 +181,7 @@ func runDemo(ctx context.Context, o demoOptions) ([]demoResult, error) {
 		if len(r.Critical) > 0 {
 			verdict = "critical: " + strings.Join(r.Critical, ", ")
 		}
-		fmt.Fprintf(o.out, "demo: %-10s %d email(s) sent, %s — %s/executions/%s\n", sc.name, r.Effects, verdict, strings.TrimRight(o.server, "/"), id)
+		fmt.Fprintf(o.out, "demo: %-10s %d email(s) sent, %s — %s%s\n", sc.name, r.Effects, verdict, strings.TrimRight(o.server, "/"), views.ExecutionURL(id))
 		results = append(results, r)
 	}
 	viaTap.report()
@@ -314,9 +318,12 @@ func runDemoWorker(args []string) error {
 // auditedResult reads back the server's verdict on one execution.
 func auditedResult(ctx context.Context, o demoOptions, name, id string) (demoResult, error) {
 	r := demoResult{Scenario: name, ExecutionID: id}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(o.server, "/")+"/api/v1/executions/"+id, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(o.server, "/")+views.ExecutionAPIURL(id), nil)
 	if err != nil {
 		return r, err
+	}
+	if token := cmp.Or(o.readToken, o.token); token != "" {
+		req.Header.Set("Authorization", "Bearer "+token) // an exposed server protects reads too
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

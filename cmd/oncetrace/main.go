@@ -23,6 +23,7 @@ Usage:
   oncetrace audit   [flags]   print the audit's findings; exit 1 on any critical one
   oncetrace import  [flags]   load NDJSON events into a database
   oncetrace export  [flags]   write a database's events as NDJSON
+  oncetrace prune   [flags]   delete executions older than a date, and reclaim the space
   oncetrace version
 
 Run "oncetrace <command> -h" for a command's flags.
@@ -54,6 +55,8 @@ func main() {
 		err = runImport(args, os.Stdin, os.Stdout)
 	case "export":
 		err = runExport(args, os.Stdout)
+	case "prune":
+		err = runPrune(args, os.Stdout)
 	case "version":
 		fmt.Println(version)
 	case "-h", "--help", "help":

@@ -40,6 +40,11 @@ type serveConfig struct {
 	smtpAddr              string
 	smtp                  smtpsink.Config
 	taps                  []serveTapSpec
+	listen                listenFlags // listen.go: hosts, timeouts, per-IP cap
+	access                accessFlags // serve_access.go: read token, login session, alert webhook
+	allowedHosts          []string
+	retention             retentionFlags // prune.go: --retain, --retain-effects, --redact
+	decode                decodeFlags    // serve_decode.go: --max-decode-bytes, JSON and OTLP shape limits
 }
 
 func serveFlags(args []string) (serveConfig, error) {
@@ -79,6 +84,10 @@ func serveFlags(args []string) (serveConfig, error) {
 	toolClasses := fs.String("tool-class", envOr("ONCETRACE_TOOL_CLASS", ""),
 		"classify OpenTelemetry tool calls without oncetrace.effect by tool-name glob, e.g. 'send_*=write,get_*=read,charge_*=unsafe'; unmatched tools are class unknown (env ONCETRACE_TOOL_CLASS)")
 	c.webhookFlags.register(fs)
+	c.listen.register(fs)
+	c.access.register(fs)
+	c.retention.register(fs)
+	c.decode.register(fs, &c.limits)
 	fs.Func("tap", "a recording proxy in front of an API: NAME=UPSTREAM@LISTEN, e.g. stripe=https://api.stripe.com@127.0.0.1:9001; NAME is the effects' provider (repeatable; see docs/outbox.md)", func(v string) error {
 		t, err := parseServeTap(v)
 		c.taps = append(c.taps, t)
@@ -94,6 +103,21 @@ func serveFlags(args []string) (serveConfig, error) {
 		return c, fmt.Errorf("serve: --tool-class: %w", err)
 	}
 	if c.webhooks, err = c.webhookFlags.config(); err != nil {
+		return c, err
+	}
+	if err := c.access.check(); err != nil {
+		return c, err
+	}
+	if err := c.retention.check(); err != nil {
+		return c, err
+	}
+	if err := c.decode.check(c.limits.BodyBytes); err != nil {
+		return c, err
+	}
+	if c.limits.Redact, err = c.retention.redactor(); err != nil {
+		return c, fmt.Errorf("serve: %w", err)
+	}
+	if c.allowedHosts, err = c.listen.allowedHosts(c.addr, c.otlpAddr); err != nil {
 		return c, err
 	}
 	if c.otlpAddr != "" {
@@ -143,6 +167,8 @@ func runServe(args []string) error {
 		return err
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	warnInsecure(c, os.Stderr, logger)
+	c.decode.applyMemoryLimit(logger)
 	ctx, stop := signalContext()
 	defer stop()
 
@@ -156,21 +182,34 @@ func runServe(args []string) error {
 	wcfg.Analysis = c.analysis
 	wcfg.GroupCommit = c.groupCommit
 	wcfg.OnCommit = hub.Publish // after each commit; never blocks
+	metrics := web.NewMetrics()
+	alerts := startAlerts(c.access, logger) // nil without --alert-webhook
+	defer stopAlerts(alerts)                // deferred, so after writer.Close on every return below
+	wcfg.OnCommit, wcfg.OnBatch = withAlerts(wcfg.OnCommit, alerts, metrics), metrics.ObserveBatch
 	writer := ingest.NewWriter(db, wcfg)
+	// Retention shares the writer in short transactions; it stops before
+	// the database closes.
+	pruner := startPruner(ctx, db, c.retention, c.analysis, logger, metrics.ObservePrune)
+	defer pruner.stop()
 	srv := web.New(web.Config{DB: db, Writer: writer, Limits: c.limits, ToolClasses: c.toolClasses, Analysis: c.analysis, IngestToken: c.token, Webhooks: c.webhooks,
-		Logger: logger, Sandbox: c.sandbox, Hub: hub, AllowedOrigins: c.allowedOrigins})
+		Logger: logger, Sandbox: c.sandbox, Hub: hub, AllowedOrigins: c.allowedOrigins, AllowedHosts: c.allowedHosts,
+		Auth: c.auth(), Metrics: metrics, MaxDecodeBytes: c.decode.maxBytes})
 
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
 		writer.Close()
 		return fmt.Errorf("serve: %w", err)
 	}
-	httpServer := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	limiter := newConnLimiter(c.listen.maxConnsPerIP, logger) // one count over --addr and --otlp-addr
+	ln = limiter.wrap(ln)
+	httpServer := c.listen.httpServer(srv)
 	logger.Info("oncetrace serving", "url", "http://"+ln.Addr().String(), "db", c.db, "sync", c.sync, "version", version)
+	logger.Info("oncetrace redaction", "redact", strings.Join(c.limits.Redact.Terms(), ",")) // prune.go
+	logger.Info("oncetrace hosts", "allowed_hosts", strings.Join(c.allowedHosts, ","), "max_conns_per_ip", c.listen.maxConnsPerIP)
 	serveErr := make(chan error, 3)
 	go func() { serveErr <- httpServer.Serve(ln) }()
 	// The conventional OTLP/HTTP port, for exporters left at their default.
-	otlpServer := &http.Server{Handler: otlpOnly(srv), ReadHeaderTimeout: 10 * time.Second}
+	otlpServer := c.listen.httpServer(otlpOnly(srv))
 	if c.otlpAddr != "" {
 		otlpLn, err := net.Listen("tcp", c.otlpAddr)
 		if err != nil {
@@ -179,7 +218,7 @@ func runServe(args []string) error {
 			return fmt.Errorf("serve: --otlp-addr: %w", err)
 		}
 		logger.Info("oncetrace OTLP/HTTP", "url", "http://"+otlpLn.Addr().String()+"/v1/traces")
-		go func() { serveErr <- otlpServer.Serve(otlpLn) }()
+		go func() { serveErr <- otlpServer.Serve(limiter.wrap(otlpLn)) }()
 	}
 	// The SMTP sink records each message through the same writer, before
 	// it answers 250.
@@ -280,7 +319,7 @@ func serveDemo(ctx context.Context, db *store.DB, c serveConfig, server string, 
 		gap = max(3*time.Second, c.analysis.GapThreshold+time.Second)
 	}
 	out := &logWriter{logger: logger}
-	if _, err := runDemo(ctx, demoOptions{server: server, token: c.token, gap: gap, timeout: time.Second, out: out}); err != nil && ctx.Err() == nil {
+	if _, err := runDemo(ctx, demoOptions{server: server, token: c.token, readToken: c.effectiveReadToken(), gap: gap, timeout: time.Second, out: out}); err != nil && ctx.Err() == nil {
 		logger.Error("demo failed", "err", err)
 	}
 }

@@ -20,11 +20,18 @@ func runImport(args []string, stdin io.Reader, out io.Writer) error {
 	fs := flag.NewFlagSet("import", flag.ContinueOnError)
 	dbPath := fs.String("db", envOr("ONCETRACE_DB", "oncetrace.db"), "database file to load into (env ONCETRACE_DB)")
 	in := fs.String("in", "-", "NDJSON file to read, - for standard input")
+	redact := fs.String("redact", defaultRedactFlag(),
+		"mask the values of these keys before storing, as serve does (prune.go); '' masks nothing (env ONCETRACE_REDACT)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
 		return err
+	}
+	limits := storedImportLimits
+	var err error
+	if limits.Redact, err = parseRedactFlag(*redact); err != nil {
+		return fmt.Errorf("import: %w", err)
 	}
 	r := stdin
 	if *in != "-" {
@@ -51,7 +58,7 @@ func runImport(args []string, stdin io.Reader, out io.Writer) error {
 		if len(chunk) == 0 {
 			return nil
 		}
-		batch, err := ingest.Decode(chunk, ingest.FormatNDJSON, storedImportLimits)
+		batch, err := ingest.Decode(chunk, ingest.FormatNDJSON, limits)
 		if err != nil {
 			return fmt.Errorf("import: %w", err)
 		}

@@ -61,11 +61,13 @@ type WriterRecorder struct {
 	Feed string
 }
 
-// RecordEffect validates the effect as a native event and commits it.
+// RecordEffect validates the effect as a native event and commits it. An
+// effect that is not a valid event (a header over the id limit) is an
+// error wrapping ErrRejected: trying again cannot pass.
 func (r WriterRecorder) RecordEffect(ctx context.Context, e trace.Effect) error {
 	parsed, err := EffectEvent(r.Feed, e, r.Limits)
 	if err != nil {
-		return fmt.Errorf("%s effect: %w", r.Feed, err)
+		return fmt.Errorf("%s effect: %w: %w", r.Feed, ErrRejected, err)
 	}
 	_, err = r.Writer.Write(ctx, []trace.Event{parsed})
 	return err

@@ -68,13 +68,18 @@
     return (location.protocol === "https:" ? "wss://" : "ws://") + location.host + path;
   }
   // connect opens a WebSocket and reopens it after a drop; url() is asked
-  // each time so a resume can name the last sequence seen.
+  // each time so a resume can name the last sequence seen. The delay
+  // doubles (0.5 s to 10 s) while the server keeps dropping the page for
+  // being too slow (close code 4000) soon after it opens, so that a server
+  // under load is not reconnected to by every page twice a second; any
+  // other close, or a drop after a good while, starts again at 0.5 s.
   function connect(url, onMessage, onState) {
     var delay = 500;
     function open() {
       var ws = new WebSocket(socketURL(url()));
       var ended = false;
-      ws.onopen = function () { delay = 500; onState("live"); };
+      var opened = 0;
+      ws.onopen = function () { opened = Date.now(); onState("live"); };
       ws.onmessage = function (e) {
         var m = JSON.parse(e.data);
         if (m.type === "end") { ended = true; onState("ended"); return; }
@@ -84,6 +89,7 @@
       ws.onclose = function (e) {
         if (ended || e.code === 1000) { onState("ended"); return; }
         onState(e.reason || "disconnected — reconnecting");
+        if (opened && (e.code !== 4000 || Date.now() - opened > 30000)) delay = 500;
         setTimeout(open, delay);
         delay = Math.min(delay * 2, 10000);
       };

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/oncetrace/oncetrace/ingest/outbox"
+	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 )
 
@@ -27,6 +28,9 @@ const Provider = "sandbox-mail"
 
 // MaxKeyLength is the longest Idempotency-Key accepted, as Stripe's.
 const MaxKeyLength = 255
+
+// MaxBodyBytes is the largest send request accepted (413 above it).
+const MaxBodyBytes = 1 << 20
 
 // Headers a client may send besides Idempotency-Key.
 const (
@@ -176,9 +180,10 @@ func (s *Sandbox) send(r *http.Request, entry *LogEntry) (int, []byte, map[strin
 		return http.StatusBadRequest, errorBody("invalid_request_error", "Idempotency-Key: %d characters, limit %d", len(key), MaxKeyLength), nil
 	}
 	var msg Message
-	raw, err := io.ReadAll(io.LimitReader(r.Body, 1<<20+1))
-	if err == nil && len(raw) > 1<<20 {
-		err = errors.New("body over 1 MiB")
+	raw, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
+	if err == nil && len(raw) > MaxBodyBytes {
+		entry.Event = "rejected"
+		return http.StatusRequestEntityTooLarge, errorBody("invalid_request_error", "body: over the limit of %d bytes (1 MiB)", MaxBodyBytes), nil
 	}
 	if err == nil {
 		dec := json.NewDecoder(bytes.NewReader(raw))
@@ -247,13 +252,13 @@ func (s *Sandbox) send(r *http.Request, entry *LogEntry) (int, []byte, map[strin
 			return 0, nil, nil
 		}
 	}
-	status, body := s.deliver(r.Context(), msg, key, entry)
+	status, body, headers := s.deliver(r.Context(), msg, key, entry)
 	if len(slow) > 0 {
 		entry.Event += "; " + strings.Join(slow, "; ")
 	}
 	if key != "" {
 		s.mu.Lock()
-		if status >= 500 {
+		if status >= 500 || status == http.StatusBadRequest {
 			delete(s.keys, key) // nothing was sent: a retry must be able to send
 		} else {
 			s.keys[key] = &keyEntry{paramsHash: hash, created: now, status: status, body: body}
@@ -275,12 +280,16 @@ func (s *Sandbox) send(r *http.Request, entry *LogEntry) (int, []byte, map[strin
 			return http.StatusGatewayTimeout, errorBody("api_error", "gateway timeout (injected fault lose-response)"), nil
 		}
 	}
-	return status, body, nil
+	return status, body, headers
 }
 
 // deliver sends the email: a new message id, and the effect recorded
-// before anyone hears about it.
-func (s *Sandbox) deliver(ctx context.Context, msg Message, key string, entry *LogEntry) (int, []byte) {
+// before anyone hears about it. An effect the trace cannot hold (an
+// X-Oncetrace-Execution over the id limit) is the request's fault: 400. A
+// recorder that cannot record now (a full disk, a busy writer) gets 503
+// with Retry-After, as a mail API unable to take mail says. Nothing is
+// sent in either case.
+func (s *Sandbox) deliver(ctx context.Context, msg Message, key string, entry *LogEntry) (int, []byte, map[string]string) {
 	id := newMessageID()
 	effect := trace.Effect{Provider: Provider, ID: id, IdempotencyKey: key, ExecutionID: entry.Execution,
 		StepID: entry.Step, Target: msg.To, At: s.cfg.Now().UTC(), TraceID: entry.TraceID, SpanID: entry.SpanID}
@@ -290,14 +299,36 @@ func (s *Sandbox) deliver(ctx context.Context, msg Message, key string, entry *L
 	if s.cfg.Recorder != nil {
 		// Recorded even if the client has gone: the email went out.
 		if err := s.cfg.Recorder.RecordEffect(context.WithoutCancel(ctx), effect); err != nil {
-			s.cfg.Logger.Error("sandbox: recording the effect failed; not sending", "err", err)
 			entry.Event = "rejected"
-			return http.StatusServiceUnavailable, errorBody("api_error", "could not record the delivery; nothing was sent: %v", err)
+			if errors.Is(err, outbox.ErrRejected) {
+				return http.StatusBadRequest, errorBody("invalid_request_error", "%s; nothing was sent", rejectedField(err)), nil
+			}
+			s.cfg.Logger.Error("sandbox: recording the effect failed; not sending", "err", err)
+			retry := "1"
+			if errors.Is(err, store.ErrUnwritable) {
+				retry = "5" // as the native API's 507 (web/health.go)
+			}
+			return http.StatusServiceUnavailable, errorBody("api_error", "could not record the delivery; nothing was sent: %v", err),
+				map[string]string{"Retry-After": retry}
 		}
 	}
 	entry.Event, entry.MessageID = "delivered", id
 	body, _ := json.Marshal(SendResponse{ID: id, Object: "email", Status: "sent", To: msg.To, Subject: msg.Subject, IdempotencyKey: key})
-	return http.StatusOK, body
+	return http.StatusOK, body, nil
+}
+
+// rejectedField names what the client sent for the effect field a
+// recorder's rejection names: "execution_id: ..." becomes
+// "X-Oncetrace-Execution: execution_id: ...".
+func rejectedField(err error) string {
+	msg := err.Error()
+	for field, sent := range map[string]string{"execution_id": HeaderExecution, "step_id": HeaderStep,
+		"idempotency_key": "Idempotency-Key", "target": "to", "trace_id": "traceparent", "span_id": "traceparent"} {
+		if i := strings.Index(msg, field+":"); i >= 0 {
+			return sent + ": " + msg[i:]
+		}
+	}
+	return msg
 }
 
 // replayed marks a stored response as answered from the key store.

@@ -149,6 +149,9 @@ func (e *env) do(t *testing.T, method, path, body string, header ...string) (int
 	if err != nil {
 		t.Fatal(err)
 	}
+	if body != "" {
+		hr.Header.Set("Content-Type", "application/json") // the faults' type; a header below may replace it
+	}
 	for i := 0; i+1 < len(header); i += 2 {
 		hr.Header.Set(header[i], header[i+1])
 	}

@@ -1,0 +1,59 @@
+package ingest
+
+import (
+	"errors"
+
+	"github.com/oncetrace/oncetrace/store"
+	"github.com/oncetrace/oncetrace/trace"
+)
+
+// Reaudit returns what store.PruneOptions.Reaudit needs: a function that
+// re-derives executions, inside a write transaction, after something other
+// than their own events changed what their audit sees — a prune deleted a
+// peer that shared their key, an effect that carried it, or a span of
+// their trace. It judges and stores them as the writer's commit does
+// (findings, effect states, counts and audit state), with the providers
+// whose outbox holds an effect now.
+func Reaudit(cfg trace.Config) func(tx *store.Tx, executionIDs []string) error {
+	return func(tx *store.Tx, executionIDs []string) error {
+		fed, err := tx.FedProviders()
+		if err != nil {
+			return err
+		}
+		runs := make([]trace.Run, 0, len(executionIDs))
+		for _, id := range executionIDs {
+			run, err := tx.LoadRun(id, fed)
+			if errors.Is(err, store.ErrNotFound) {
+				continue // pruned since it was queued
+			}
+			if err != nil {
+				return err
+			}
+			runs = append(runs, run)
+		}
+		states, err := ownerEffectStates(tx, runs, fed)
+		if err != nil {
+			return err
+		}
+		for _, run := range runs {
+			runStates := map[trace.EffectRef]trace.MatchState{}
+			for _, f := range run.Effects {
+				if st, ok := states[f.Ref()]; ok {
+					runStates[f.Ref()] = st
+				}
+			}
+			before, err := tx.RunFindings(run.Execution.ID)
+			if err != nil {
+				return err
+			}
+			findings := trace.AuditRun(run, cfg)
+			// Its attempts did not change, so neither did its steps' rows.
+			err = tx.SaveAnalysis(store.Analysis{Run: run, Findings: findings, Before: before, States: runStates,
+				Counts: run.Counts(), State: trace.Judge(run, findings).State})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}

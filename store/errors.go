@@ -1,0 +1,75 @@
+package store
+
+import (
+	"errors"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// ErrUnwritable is matched (errors.Is) by every error of a write that
+// failed because the database cannot be written at the moment: the disk is
+// full, the file or its file system is read-only, or the disk failed. Such
+// a write changed nothing; the same request may pass once the cause is
+// gone, so it maps to a retryable status, never to a 500.
+var ErrUnwritable = errors.New("store: the database cannot be written")
+
+// Reasons an UnwritableError gives, as /healthz reports them.
+const (
+	ReasonDiskFull = "disk full"
+	ReasonReadOnly = "read-only database"
+	ReasonIO       = "disk I/O error"
+)
+
+// UnwritableError is a write SQLite refused for a cause outside the
+// request (SQLITE_FULL, SQLITE_READONLY, SQLITE_IOERR and their extended
+// codes). Reason is one of the Reason constants; Err is the driver's error.
+type UnwritableError struct {
+	Reason string
+	Err    error
+}
+
+func (e *UnwritableError) Error() string { return "store: " + e.Reason + ": " + e.Err.Error() }
+
+func (e *UnwritableError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrUnwritable) true for every UnwritableError.
+func (e *UnwritableError) Is(target error) bool { return target == ErrUnwritable }
+
+// Unwritable reports whether err, or an error it wraps, is SQLite saying
+// that the database cannot be written, and why. It looks at the driver's
+// result code, so it works on errors that did not pass through
+// DB.Update yet (a failed statement inside a transaction).
+func Unwritable(err error) (*UnwritableError, bool) {
+	if err == nil {
+		return nil, false
+	}
+	var ue *UnwritableError
+	if errors.As(err, &ue) {
+		return ue, true
+	}
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return nil, false
+	}
+	// Extended codes keep the primary code in the low byte
+	// (SQLITE_IOERR_WRITE = SQLITE_IOERR | 3<<8).
+	switch se.Code() & 0xff {
+	case sqlite3.SQLITE_FULL:
+		return &UnwritableError{Reason: ReasonDiskFull, Err: err}, true
+	case sqlite3.SQLITE_READONLY:
+		return &UnwritableError{Reason: ReasonReadOnly, Err: err}, true
+	case sqlite3.SQLITE_IOERR:
+		return &UnwritableError{Reason: ReasonIO, Err: err}, true
+	}
+	return nil, false
+}
+
+// classifyWrite returns err as an *UnwritableError when it is one, else
+// unchanged.
+func classifyWrite(err error) error {
+	if ue, ok := Unwritable(err); ok {
+		return ue
+	}
+	return err
+}

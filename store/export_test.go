@@ -1,0 +1,27 @@
+package store
+
+import (
+	"context"
+	"fmt"
+)
+
+// SetMaxPageCount sets SQLite's max_page_count on the writer's connection,
+// so that a test can fill the database as a full disk would: a write that
+// needs a page more fails with SQLITE_FULL. SQLite never sets it below the
+// current size; it returns the value in force.
+func SetMaxPageCount(db *DB, pages int64) (int64, error) {
+	db.writeMu.Lock()
+	defer db.writeMu.Unlock()
+	var got int64
+	err := db.writeConn.QueryRowContext(context.Background(), fmt.Sprintf("PRAGMA max_page_count = %d", pages)).Scan(&got)
+	return got, err
+}
+
+// PageCount is the database's size in pages, as the writer sees it.
+func PageCount(db *DB) (int64, error) {
+	db.writeMu.Lock()
+	defer db.writeMu.Unlock()
+	var n int64
+	err := db.writeConn.QueryRowContext(context.Background(), "PRAGMA page_count").Scan(&n)
+	return n, err
+}

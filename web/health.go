@@ -1,0 +1,93 @@
+package web
+
+import (
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/oncetrace/oncetrace/store"
+)
+
+// writeProbeInterval is how long /healthz lets a failing database rest
+// before it tries a write itself (store.DB.ProbeWrite). Without the probe a
+// server taken out of a load balancer for being degraded would get no
+// write that could tell it space came back.
+const writeProbeInterval = 5 * time.Second
+
+// storageRetryAfter is the Retry-After of a write refused because the
+// database cannot be written: as long as a probe waits, the soonest
+// /healthz can have noticed that it can.
+const storageRetryAfter = "5"
+
+// handleHealth is GET /healthz: 200 {"status":"ok"} while the database
+// can be read and the last write committed; 503 {"status":"degraded",
+// "reason"} while writes fail for want of space, a read-only file or a
+// failing disk, until a commit or a probe succeeds again.
+func (s *Server) handleHealth(c echo.Context) error {
+	if err := s.cfg.DB.Ping(c.Request().Context()); err != nil {
+		return echo.NewHTTPError(http.StatusServiceUnavailable, "database: "+err.Error())
+	}
+	// The gap threshold tells agents (the demo) how long a silence must be
+	// to show as a gap on this server.
+	// otlp_dropped counts what POST /v1/logs and /v1/metrics accepted and
+	// did not store, since the server started.
+	body := map[string]any{
+		"status":        "ok",
+		"gap_threshold": s.cfg.Analysis.GapThreshold.String(),
+		"otlp_dropped": map[string]int64{
+			"log_records":   s.dropped.logRecords.Load(),
+			"metric_points": s.dropped.metricPoints.Load(),
+		},
+	}
+	h := s.cfg.DB.ProbeWrite(c.Request().Context(), writeProbeInterval)
+	s.storageLog.note(s, h)
+	if h.OK {
+		return c.JSON(http.StatusOK, body)
+	}
+	body["status"] = "degraded"
+	body["reason"] = h.Reason
+	body["error"] = h.Error
+	body["since"] = h.Since.UTC().Format(time.RFC3339Nano)
+	c.Response().Header().Set("Retry-After", storageRetryAfter)
+	return c.JSON(http.StatusServiceUnavailable, body)
+}
+
+// storageStatus is the answer to a write the database refused (a
+// *store.UnwritableError): nothing of the request was stored, and the same
+// request may pass later. The native API says 507 Insufficient Storage; an
+// OTLP exporter retries only 429, 502, 503 and 504, so OTLP gets 503, as
+// does the sandbox, whose clients are mail SDKs that retry a 503. Both get
+// Retry-After.
+func storageStatus(c echo.Context, ue *store.UnwritableError) (int, string) {
+	c.Response().Header().Set("Retry-After", storageRetryAfter)
+	msg := "storage: the database cannot be written (" + ue.Reason + "); nothing of this request was stored; retry after the Retry-After delay"
+	p := c.Request().URL.Path
+	if IsOTLPPath(p) || strings.HasPrefix(p, "/sandbox/") {
+		return http.StatusServiceUnavailable, msg
+	}
+	return http.StatusInsufficientStorage, msg
+}
+
+// storageLog logs when writes start failing and when they pass again,
+// once each, rather than once per refused request.
+type storageLog struct {
+	mu      sync.Mutex
+	failing bool
+	reason  string
+}
+
+func (l *storageLog) note(s *Server, h store.WriteHealth) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case !h.OK && (!l.failing || l.reason != h.Reason):
+		s.cfg.Logger.Error("the database cannot be written; ingest answers 507 (OTLP and the sandbox 503) until it can",
+			"reason", h.Reason, "err", h.Error, "db", s.cfg.DB.Path)
+	case h.OK && l.failing:
+		s.cfg.Logger.Info("the database can be written again", "was", l.reason, "db", s.cfg.DB.Path)
+	}
+	l.failing, l.reason = !h.OK, h.Reason
+}
