@@ -128,6 +128,7 @@ func (it *liveItem) wsFrame(withRowHTML bool) ([]byte, error) {
 // takes two more locks a frame: the profile of a thousand clients spent
 // more there than in the copies.
 func encodeFrame(m LiveMessage) (frame []byte, payloadAt int, err error) {
+	liveEncodings.Add(1)
 	data, err := json.Marshal(m)
 	if err != nil {
 		return nil, 0, err
@@ -148,6 +149,10 @@ func encodeFrame(m LiveMessage) (frame []byte, payloadAt int, err error) {
 // size is about what the item holds once encoded: the event's body, its
 // JSON and its frame.
 func (it *liveItem) size() int { return 3*len(it.msg.Event) + 256 }
+
+// liveEncodings counts the live messages encoded, in every hub: each
+// shared message is encoded once, however many connections write it.
+var liveEncodings atomic.Int64
 
 // liveBatch is what one round of the fan-out hands a subscriber: the items
 // of the commits published since the last round, shared by every
@@ -198,10 +203,18 @@ type Hub struct {
 	pages storePages    // pages of the store, for clients resuming from it
 }
 
-// Subscription is one subscriber's bounded buffer.
+// Subscription is one subscriber's bounded buffer: the batches handed to
+// it and not yet taken. (A queue rather than a channel: a thousand
+// subscribers' channels sized for the buffer would hold tens of megabytes
+// empty.)
 type Subscription struct {
-	c      chan liveBatch // closed when the hub drops the subscriber or closes
 	filter LiveFilter
+	ready  chan struct{} // signalled when a batch is queued or the subscription ends
+
+	qmu    sync.Mutex
+	queue  []liveBatch
+	closed bool // no more batches; set with reason
+
 	// pending counts the matching messages handed to the subscriber and
 	// not yet written to its connection: what it is behind.
 	pending   atomic.Int64
@@ -209,8 +222,49 @@ type Subscription struct {
 	// writeSince is when the write the connection is blocked in began, in
 	// Unix nanoseconds; 0 when it is not writing.
 	writeSince atomic.Int64
-	reason     string      // why c was closed; set before the close
+	reason     string      // why the subscription ended; set before closed
 	ended      atomic.Bool // set with reason: the connection stops at once
+}
+
+// put queues a batch and signals the subscriber.
+func (s *Subscription) put(b liveBatch) {
+	s.qmu.Lock()
+	s.queue = append(s.queue, b)
+	s.qmu.Unlock()
+	s.signal()
+}
+
+func (s *Subscription) signal() {
+	select {
+	case s.ready <- struct{}{}:
+	default: // already signalled
+	}
+}
+
+// take returns the batches queued, oldest first; open is false once the
+// subscription has ended and nothing more will come.
+func (s *Subscription) take() (batches []liveBatch, open bool) {
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	batches, s.queue = s.queue, nil
+	return batches, !s.closed
+}
+
+// queued reports that batches wait to be taken.
+func (s *Subscription) queued() bool {
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	return len(s.queue) > 0
+}
+
+// end closes the subscription for reason.
+func (s *Subscription) end(reason string) {
+	s.reason = reason
+	s.ended.Store(true)
+	s.qmu.Lock()
+	s.closed = true
+	s.qmu.Unlock()
+	s.signal()
 }
 
 // beginWrite and endWrite bracket a write to the subscriber's connection
@@ -218,7 +272,7 @@ type Subscription struct {
 func (s *Subscription) beginWrite() { s.writeSince.Store(time.Now().UnixNano()) }
 func (s *Subscription) endWrite()   { s.writeSince.Store(0) }
 
-// Reason says why the subscription ended; valid once its channel is closed.
+// Reason says why the subscription ended; valid once it has.
 func (s *Subscription) Reason() string { return s.reason }
 
 // written accounts for n messages the subscriber has written (or taken
@@ -285,8 +339,7 @@ func (h *Hub) subscribeAfter(f LiveFilter, after int64) (s *Subscription, recent
 	if h.closed {
 		return nil, nil, false
 	}
-	// One slot a message at most, and one for a gap notice.
-	s = &Subscription{c: make(chan liveBatch, h.buffer+1), filter: f}
+	s = &Subscription{filter: f, ready: make(chan struct{}, 1)}
 	h.subs[s] = struct{}{}
 	if after >= 0 {
 		recent, covered = h.recentLocked(after)
@@ -319,7 +372,7 @@ func (h *Hub) Unsubscribe(s *Subscription) {
 	defer h.mu.Unlock()
 	if _, ok := h.subs[s]; ok {
 		delete(h.subs, s)
-		close(s.c)
+		s.end("")
 	}
 }
 
@@ -454,11 +507,7 @@ func (h *Hub) fanOut(commits []ingest.Commit, lostSeq int64) {
 			continue
 		}
 		s.pending.Add(n)
-		select {
-		case s.c <- liveBatch{items: items, n: n, gap: gap}:
-		default:
-			h.drop(s, ReasonTooSlow)
-		}
+		s.put(liveBatch{items: items, n: n, gap: gap})
 	}
 }
 
@@ -521,10 +570,8 @@ func (h *Hub) drop(s *Subscription, reason string) {
 	if reason == ReasonTooSlow {
 		h.slowDrops.Add(1)
 	}
-	s.reason = reason
-	s.ended.Store(true)
 	delete(h.subs, s)
-	close(s.c)
+	s.end(reason)
 }
 
 // Close ends every subscription (the connections then close cleanly) and

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -17,8 +18,11 @@ import (
 )
 
 // Live connections: a feed yields, in sequence order and exactly once,
-// what one client should receive — first what it missed (read from the
-// store after the sequence it names), then what the hub publishes.
+// what one client should receive — first what it missed (after the
+// sequence it names, from the hub's recent messages or the store), then
+// what the hub hands out. The messages are the hub's, encoded once for
+// every connection; each connection gathers them and writes them together
+// (live_conn.go), passing the hub's delivery gate (live_gate.go).
 
 const (
 	backfillPage = 500
@@ -36,6 +40,7 @@ type feed struct {
 	handed   int64       // the highest sequence number handed out
 	pending  []*liveItem // read back from the store, accepted
 	backlog  []*liveItem // read back from the hub's recent messages, not yet accepted
+	queue    []liveBatch // batches taken from sub, not yet begun
 	batch    []*liveItem // the rest of the batch being read from sub, not yet accepted
 	caughtUp bool
 	names    map[string]string // execution names, for the name filter
@@ -67,7 +72,7 @@ func (f *feed) close() { f.s.hub.Unsubscribe(f.sub) }
 // more reports that next has a message at hand without waiting (one the
 // name filter may still turn down).
 func (f *feed) more() bool {
-	if len(f.pending) > 0 || (f.sub != nil && len(f.sub.c) > 0) {
+	if len(f.pending) > 0 || len(f.queue) > 0 || (f.sub != nil && f.sub.queued()) {
 		return true
 	}
 	for _, items := range [][]*liveItem{f.backlog, f.batch} {
@@ -127,6 +132,17 @@ func (f *feed) next(ctx context.Context, tick <-chan time.Time, unit *deliveryUn
 			}
 			continue
 		}
+		if len(f.queue) > 0 {
+			b := f.queue[0]
+			f.queue = f.queue[1:]
+			f.unwritten += b.n
+			f.batch = b.items
+			if b.gap {
+				// The hub lost commits before these: read them back.
+				f.caughtUp = false
+			}
+			continue
+		}
 		if unit != nil {
 			if err := unit.finish(); err != nil {
 				return nil, false, err
@@ -134,21 +150,19 @@ func (f *feed) next(ctx context.Context, tick <-chan time.Time, unit *deliveryUn
 		}
 		f.sub.written(f.unwritten)
 		f.unwritten = 0
+		if batches, open := f.sub.take(); len(batches) > 0 || !open {
+			if len(batches) == 0 {
+				return f.dropped(), true, nil
+			}
+			f.queue = batches
+			continue
+		}
 		select {
 		case <-ctx.Done():
 			return nil, false, ctx.Err()
 		case <-tick:
 			return nil, false, nil
-		case b, open := <-f.sub.c:
-			if !open {
-				return f.dropped(), true, nil
-			}
-			f.unwritten = b.n
-			f.batch = b.items
-			if b.gap {
-				// The hub lost commits before these: read them back.
-				f.caughtUp = false
-			}
+		case <-f.sub.ready:
 		}
 	}
 }
@@ -169,7 +183,7 @@ func (f *feed) dropped() *liveItem {
 	if len(f.pending) > 0 {
 		seq = f.handed
 	}
-	f.pending, f.backlog, f.batch = nil, nil, nil
+	f.pending, f.backlog, f.queue, f.batch = nil, nil, nil, nil
 	return newItem(LiveMessage{Type: "dropped", Seq: seq, Reason: f.sub.Reason()})
 }
 
@@ -399,12 +413,17 @@ func (s *Server) handleStream(c echo.Context) error {
 	}
 }
 
+var socketWriteBuffers sync.Pool
+
 // upgrader checks the Origin: a page of another site must not read the
 // stream with the user's cookies. Same origin, or one configured.
 func (s *Server) upgrader() *websocket.Upgrader {
 	return &websocket.Upgrader{
 		ReadBufferSize:  1024,
 		WriteBufferSize: 8192,
+		// The hub's frames bypass gorilla's write buffer (batchConn);
+		// pings, closes and execution pages borrow one from the pool.
+		WriteBufferPool: &socketWriteBuffers,
 		CheckOrigin: func(r *http.Request) bool {
 			origin := r.Header.Get("Origin")
 			if origin == "" {

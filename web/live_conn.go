@@ -29,10 +29,17 @@ type batchConn struct {
 	buf     []byte
 }
 
+// gatherBuffers are the buffers connections gather frames in, kept only
+// between gather and flush: a thousand idle connections hold none.
+var gatherBuffers = sync.Pool{New: func() any { b := make([]byte, 0, batchFlushAt+4096); return &b }}
+
 // gather appends a frame to write at the next flush.
 func (c *batchConn) gather(frame []byte) {
 	c.mu.Lock()
 	c.holding = true
+	if c.buf == nil {
+		c.buf = (*gatherBuffers.Get().(*[]byte))[:0]
+	}
 	c.buf = append(c.buf, frame...)
 	c.mu.Unlock()
 }
@@ -54,11 +61,11 @@ func (c *batchConn) flush(deadline time.Time) error {
 	}
 	_ = c.Conn.SetWriteDeadline(deadline)
 	_, err := c.write(c.buf)
-	if cap(c.buf) > 4*batchFlushAt {
-		c.buf = nil // a long read-back is over; do not keep its buffer
-	} else {
-		c.buf = c.buf[:0]
+	if cap(c.buf) <= 2*batchFlushAt { // a larger one came of a large frame; let it go
+		b := c.buf[:0]
+		gatherBuffers.Put(&b)
 	}
+	c.buf = nil
 	return err
 }
 

@@ -125,6 +125,7 @@ type throughputRun struct {
 	posts         []time.Duration
 	deliveries    int64 // event messages the clients received while ingest ran
 	drops, reconn int64
+	rss           int64 // the process's resident memory at the last answer, bytes; 0 when unknown
 }
 
 func runLiveThroughput(c liveConfig, dir string, out io.Writer) error {
@@ -132,8 +133,8 @@ func runLiveThroughput(c liveConfig, dir string, out io.Writer) error {
 	fmt.Fprintf(out, "\nthroughput: %d events a run in batches of %d from %d senders, each waiting for its answer; fresh database each run\n"+
 		"clients read every message and, when dropped, reconnect with after=<last seq> as the /live page does\n\n",
 		c.events, c.batch, c.senders)
-	fmt.Fprintf(out, "%-8s %7s %8s %9s %10s %10s %12s %11s %6s %10s\n",
-		"run", "clients", "seconds", "events/s", "POST p50", "POST p99", "CPU µs/event", "deliveries", "drops", "reconnects")
+	fmt.Fprintf(out, "%-8s %7s %8s %9s %10s %10s %12s %7s %11s %6s %10s\n",
+		"run", "clients", "seconds", "events/s", "POST p50", "POST p99", "CPU µs/event", "RSS MB", "deliveries", "drops", "reconnects")
 	var with, without []throughputRun
 	run := 0
 	for r := range c.rounds {
@@ -149,8 +150,12 @@ func runLiveThroughput(c liveConfig, dir string, out io.Writer) error {
 					cpu = fmt.Sprintf("%.0f", float64(m.cpu)/float64(time.Microsecond)/float64(c.events))
 				}
 				slices.Sort(m.posts)
-				fmt.Fprintf(out, "%-8s %7d %8.2f %9.0f %10s %10s %12s %11d %6d %10d\n", name, clients, m.elapsed.Seconds(),
-					float64(c.events)/m.elapsed.Seconds(), ms(percentile(m.posts, 0.5)), ms(percentile(m.posts, 0.99)), cpu,
+				rss := "n/a"
+				if m.rss > 0 {
+					rss = fmt.Sprintf("%.0f", float64(m.rss)/(1<<20))
+				}
+				fmt.Fprintf(out, "%-8s %7d %8.2f %9.0f %10s %10s %12s %7s %11d %6d %10d\n", name, clients, m.elapsed.Seconds(),
+					float64(c.events)/m.elapsed.Seconds(), ms(percentile(m.posts, 0.5)), ms(percentile(m.posts, 0.99)), cpu, rss,
 					m.deliveries, m.drops, m.reconn)
 			}
 			m, err := throughputOnce(c, filepath.Join(dir, fmt.Sprintf("throughput-%02d.db", run)), bodies, clients, printRow, out)
@@ -219,6 +224,7 @@ func throughputOnce(c liveConfig, path string, bodies [][][]byte, clients int, p
 	if err != nil {
 		return m, err
 	}
+	m.rss = processRSS()
 	if n := int(accepted.Load()); n != c.events {
 		return m, fmt.Errorf("accepted: got %d events, want %d", n, c.events)
 	}
@@ -262,8 +268,6 @@ func throughputOnce(c liveConfig, path string, bodies [][][]byte, clients int, p
 			return m, fmt.Errorf("client %d: got %d events, want %d (every one, once)", i, n, last)
 		}
 	}
-	fmt.Fprintf(os.Stderr, "oncebench live: %d clients had all %d events, in order and once each, %.1fs after the last answer\n",
-		clients, last, caughtUp.Seconds())
 	fmt.Fprintf(out, "%-8s every client had all %d events, in order and once each, %.1f s after the last answer\n", "", last, caughtUp.Seconds())
 	return m, nil
 }
@@ -392,9 +396,9 @@ func (s *sendTimes) get(id string) (time.Time, bool) {
 // reads every message, and when the server drops it or the connection
 // breaks it reconnects with after=<the last sequence it received>, after
 // 0.5 s, and twice as long each time (up to 10 s) while the server keeps
-// dropping it for being too slow. It does not decode whole messages: it reads the type, the
-// sequence number and (for latency) the event id, so that what the clients
-// cost this process stays small beside the server.
+// dropping it for being too slow. It does not decode whole messages: it
+// reads the type, the sequence number and (for latency) the event id, so
+// that what the clients cost this process stays small beside the server.
 type liveReader struct {
 	url  string
 	sent *sendTimes // latency only: receipt times are recorded against it
@@ -582,6 +586,25 @@ func benchEvent(i int, id string) []byte {
 		"started_at": now.Add(-50 * time.Millisecond).Format(time.RFC3339Nano), "ended_at": now.Format(time.RFC3339Nano), "outcome": "ok",
 	})
 	return body
+}
+
+// processRSS is this process's resident memory from /proc/self/status, in
+// bytes; 0 where there is none.
+func processRSS() int64 {
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb << 10
+		}
+	}
+	return 0
 }
 
 func percentile(sorted []time.Duration, p float64) time.Duration {

@@ -5,7 +5,7 @@
 //
 //	oncebench ingest [flags]  native ingest over HTTP against the raw SQLite ceiling, group commit on against off
 //	oncebench otlp [flags]    OTLP/HTTP ingest of protobuf span batches
-//	oncebench live [flags]    ingest-to-delivery latency of the live tail
+//	oncebench live [flags]    ingest with and without 1,000 live WebSocket readers, and their delivery latency
 //	oncebench all [-quick]    the three in order
 //
 // `make bench` runs `oncebench all`; -quick is a CI-sized run of each.
@@ -26,7 +26,7 @@ var suites = []struct {
 	{"ingest", "native ingest over HTTP against the raw SQLite ceiling, group commit on against off",
 		suite("ingest", "ingest", ingestFlags, runIngest)},
 	{"otlp", "OTLP/HTTP ingest of protobuf span batches", suite("otlp", "OTLP ingest", otlpFlags, runOTLP)},
-	{"live", "ingest-to-delivery latency of the live tail", suite("live", "live delivery", liveFlags, runLive)},
+	{"live", "ingest with and without 1,000 live WebSocket readers, and their delivery latency", suite("live", "live delivery", liveFlags, runLive)},
 }
 
 // suiteConfig is a suite's parsed flags, runFlags among them.
