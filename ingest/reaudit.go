@@ -31,29 +31,8 @@ func Reaudit(cfg trace.Config) func(tx *store.Tx, executionIDs []string) error {
 			}
 			runs = append(runs, run)
 		}
-		states, err := ownerEffectStates(tx, runs, fed)
-		if err != nil {
-			return err
-		}
-		for _, run := range runs {
-			runStates := map[trace.EffectRef]trace.MatchState{}
-			for _, f := range run.Effects {
-				if st, ok := states[f.Ref()]; ok {
-					runStates[f.Ref()] = st
-				}
-			}
-			before, err := tx.RunFindings(run.Execution.ID)
-			if err != nil {
-				return err
-			}
-			findings := trace.AuditRun(run, cfg)
-			// Its attempts did not change, so neither did its steps' rows.
-			err = tx.SaveAnalysis(store.Analysis{Run: run, Findings: findings, Before: before, States: runStates,
-				Counts: run.Counts(), State: trace.Judge(run, findings).State})
-			if err != nil {
-				return err
-			}
-		}
-		return nil
+		// Their attempts did not change, so neither did their steps' rows.
+		_, _, err = saveAnalyses(tx, runs, fed, cfg, nil)
+		return err
 	}
 }

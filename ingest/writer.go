@@ -540,9 +540,22 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 		}
 		runs = append(runs, run)
 	}
-	states, err := ownerEffectStates(tx, runs, fed)
+	out.executions, out.newCritical, err = saveAnalyses(tx, runs, fed, cfg, changedSteps)
 	if err != nil {
 		return out, err
+	}
+	return out, nil
+}
+
+// saveAnalyses audits the runs and stores what they derive (findings,
+// effect states, counts, audit state, and the rows of changedSteps), as one
+// commit of the writer or a re-audit after a prune does. It returns the
+// executions it saved and the critical findings new in them.
+func saveAnalyses(tx *store.Tx, runs []trace.Run, fed map[string]bool, cfg trace.Config,
+	changedSteps map[string]map[string]bool) (executions []string, critical []trace.Finding, err error) {
+	states, err := ownerEffectStates(tx, runs, fed)
+	if err != nil {
+		return nil, nil, err
 	}
 	for _, run := range runs {
 		runStates := map[trace.EffectRef]trace.MatchState{}
@@ -553,18 +566,18 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 		}
 		before, err := tx.RunFindings(run.Execution.ID)
 		if err != nil {
-			return out, err
+			return nil, nil, err
 		}
 		findings := trace.AuditRun(run, cfg)
 		err = tx.SaveAnalysis(store.Analysis{Run: run, Findings: findings, Before: before, States: runStates,
 			Counts: run.Counts(), Steps: changedSteps[run.Execution.ID], State: trace.Judge(run, findings).State})
 		if err != nil {
-			return out, err
+			return nil, nil, err
 		}
-		out.executions = append(out.executions, run.Execution.ID)
-		out.newCritical = append(out.newCritical, newCritical(before, findings)...)
+		executions = append(executions, run.Execution.ID)
+		critical = append(critical, newCritical(before, findings)...)
 	}
-	return out, nil
+	return executions, critical, nil
 }
 
 // newCritical returns the critical findings of after that before lacked.

@@ -195,3 +195,21 @@ func (r *Run) FoldHTTPCalls() {
 		}
 	}
 }
+
+// HTTPCalls maps each tool attempt's span id to the HTTP client spans it
+// made (below its span, through context spans, not into a nested tool
+// attempt), by start time: what the timeline draws inside its bar and its
+// detail lists.
+func (r Run) HTTPCalls() map[string][]Span {
+	out := map[string][]Span{}
+	if len(r.Spans) == 0 {
+		return out
+	}
+	tree := newSpanTree(r)
+	for spanID := range tree.attempts {
+		if calls := tree.httpCalls(spanID); len(calls) > 0 {
+			out[spanID] = calls
+		}
+	}
+	return out
+}

@@ -1,83 +1,19 @@
 package views
 
 import (
-	"cmp"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/oncetrace/oncetrace/trace"
 )
 
-// spanIndex finds the HTTP client spans a tool attempt made: the spans
-// below the attempt's span, through context spans, down to (not into) a
-// nested tool attempt. It is trace's walk (spanTree.httpCalls), which trace
-// does not export; it only decides what the page lists, never what the audit
-// concludes.
-type spanIndex struct {
-	children map[string][]trace.Span // parent span id -> the spans under it
-	tools    map[string]bool         // span ids of tool attempts
-}
-
-// maxSpanWalk bounds the walk, so a cycle in hostile input ends.
-const maxSpanWalk = 1024
-
-func newSpanIndex(run trace.Run) spanIndex {
-	ix := spanIndex{children: map[string][]trace.Span{}, tools: map[string]bool{}}
-	for _, s := range run.Steps {
-		for _, a := range s.Attempts {
-			if a.SpanID != "" {
-				ix.tools[a.SpanID] = true
-			}
-		}
-	}
-	for _, s := range run.Spans {
-		if s.ParentSpanID != "" && s.ParentSpanID != s.SpanID {
-			ix.children[s.ParentSpanID] = append(ix.children[s.ParentSpanID], s)
-		}
-	}
-	return ix
-}
-
-// httpCalls are the HTTP client spans under spanID, by start time.
-func (ix spanIndex) httpCalls(spanID string) []trace.Span {
-	if spanID == "" || len(ix.children) == 0 {
-		return nil
-	}
-	var out []trace.Span
-	stack := []string{spanID}
-	seen := map[string]bool{}
-	for len(stack) > 0 && len(seen) < maxSpanWalk {
-		cur := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if seen[cur] {
-			continue
-		}
-		seen[cur] = true
-		for _, c := range ix.children[cur] {
-			if ix.tools[c.SpanID] {
-				continue
-			}
-			if c.Role == trace.RoleHTTP {
-				out = append(out, c)
-			}
-			stack = append(stack, c.SpanID)
-		}
-	}
-	sortByStart(out)
-	return out
-}
-
-func sortByStart(ss []trace.Span) {
-	slices.SortStableFunc(ss, func(a, b trace.Span) int {
-		return cmp.Or(a.StartedAt.Compare(b.StartedAt), cmp.Compare(a.SpanID, b.SpanID))
-	})
-}
-
 // HTTPCalls are the HTTP client calls an attempt made, for its detail: the
 // run's HTTP spans below the attempt's span, by start time.
 func HTTPCalls(run trace.Run, a trace.Attempt) []trace.Span {
-	return newSpanIndex(run).httpCalls(a.SpanID)
+	if a.SpanID == "" {
+		return nil
+	}
+	return run.HTTPCalls()[a.SpanID]
 }
 
 // HTTPCallLabel is one HTTP call as a line: "POST https://… → 200, 120 ms".

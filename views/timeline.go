@@ -212,9 +212,9 @@ func NewTimeline(in TimelineInput) Timeline {
 		tl.Models = newModelMarks(models, sc, tmax)
 		tl.ModelSummary = modelSummary(models)
 	}
-	var spans spanIndex
+	var httpCalls map[string][]trace.Span
 	if !tl.Compact {
-		spans = newSpanIndex(run)
+		httpCalls = run.HTTPCalls()
 	}
 	stepEffects := run.StepEffects()
 	laneOf := map[string]int{}
@@ -223,7 +223,7 @@ func NewTimeline(in TimelineInput) Timeline {
 		lane := Lane{Y: y, StepID: s.ID, Tool: s.ToolName(), Effect: s.Class(), ClassTitle: s.ToolName() + ": " + ClassLabel(s.Class())}
 		showText := !tl.Compact && len(s.Attempts) <= 6
 		for j, a := range s.Attempts {
-			lane.Bars = append(lane.Bars, newBar(run, sc, a, tmax, showText, spans.httpCalls(a.SpanID)))
+			lane.Bars = append(lane.Bars, newBar(run, sc, a, tmax, showText, httpCalls[a.SpanID]))
 			if j > 0 && !tl.Compact {
 				// From where the previous attempt ended, or, if it never
 				// did, from where it started.
