@@ -6,7 +6,7 @@ DB      ?= oncetrace.db
 ADDR    ?= 127.0.0.1:8080
 FUZZTIME ?= 10s
 
-.PHONY: run test unit fuzz bench build lint generate check-generated clean fixtures
+.PHONY: run test unit fuzz bench build lint generate check-generated clean fixtures axe
 
 ## run: serve the UI and APIs on $(ADDR) with the SQLite file $(DB), the demo loaded once
 run:
@@ -22,10 +22,16 @@ CHECK_BROWSER = if [ -n "$$CHROMIUM" ]; then command -v "$$CHROMIUM"; \
 	else [ -x /usr/bin/chromium ] || command -v chromium || command -v chromium-browser; fi >/dev/null 2>&1 || \
 	echo "!!! chromium not found: the browser test (web TestBrowser) will be SKIPPED; apt-get install chromium, or set ONCETRACE_REQUIRE_BROWSER=1 to make it fail"
 
+# The accessibility browser test skips without axe-core (make axe installs it).
+CHECK_AXE = [ -f web/testdata/axe/node_modules/axe-core/axe.min.js ] || \
+	echo "!!! axe-core not installed: the accessibility test (web TestBrowserAccessibility) will be SKIPPED; run make axe, or set ONCETRACE_REQUIRE_BROWSER=1 to make it fail"
+
 unit:
 	@$(CHECK_BROWSER)
+	@$(CHECK_AXE)
 	$(GO) test -race -count=1 ./...
 	@$(CHECK_BROWSER)
+	@$(CHECK_AXE)
 
 ## fuzz: run each fuzz target for $(FUZZTIME)
 fuzz:
@@ -76,6 +82,20 @@ fixtures:
 		echo "$(FIXTURES_SKIPPED)"; exit 0; \
 	fi; \
 	cd $(FIXTURES_DIR)/gen && node run.mjs --oncetrace "$$bin" --out "$(CURDIR)/$(FIXTURES_DIR)"
+
+## axe: install axe-core (pinned by web/testdata/axe/package-lock.json) for web's TestBrowserAccessibility, which skips without it; three tries, as fixtures
+AXE_DIR := web/testdata/axe
+axe:
+	@set -e; \
+	if ! command -v npm >/dev/null 2>&1; then \
+		echo "!!! make axe: npm is not installed: TestBrowserAccessibility will be SKIPPED (or fail with ONCETRACE_REQUIRE_BROWSER=1)"; exit 0; \
+	fi; \
+	for i in 1 2 3; do \
+		echo "npm ci in $(AXE_DIR) (attempt $$i of 3)"; \
+		if (cd $(AXE_DIR) && npm ci --prefer-offline --no-audit --no-fund --fetch-timeout=60000 --fetch-retries=1 --fetch-retry-mintimeout=5000 --fetch-retry-maxtimeout=20000); then exit 0; fi; \
+		[ $$i = 3 ] || sleep $$((i * 10)); \
+	done; \
+	echo "!!! make axe: npm ci failed 3 times: TestBrowserAccessibility will be SKIPPED (or fail with ONCETRACE_REQUIRE_BROWSER=1)"
 
 lint:
 	$(GO) vet ./...

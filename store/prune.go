@@ -302,7 +302,7 @@ func (t *Tx) deleteExecutions(ids []string, res *PruneResult) (int64, error) {
 		return rows, err
 	}
 	res.Events += n
-	for _, table := range []string{"spans", "attempts", "steps", "findings"} {
+	for _, table := range []string{"spans", "attempts", "steps", "findings", "search_terms"} {
 		if _, err := del(`DELETE FROM `+table+` WHERE execution_id IN `+inList, list); err != nil {
 			return rows, err
 		}

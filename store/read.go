@@ -27,10 +27,13 @@ type ExecutionFilter struct {
 	AuditState  trace.AuditState
 	Name        string
 	HasFindings *bool
-	Q           string    // an execution id (or its prefix), a step id, or an idempotency key
-	From, To    time.Time // start time range, inclusive
-	Cursor      string    // from a previous page's Next
-	Limit       int
+	// Q is words that must all match (search.go): each the start of an
+	// execution id, step id, idempotency key, effect target or id, label
+	// value (or key:value), tool or worker, or of a part of free text.
+	Q        string
+	From, To time.Time // start time range, inclusive
+	Cursor   string    // from a previous page's Next
+	Limit    int
 }
 
 // MaxPageSize bounds every list.
@@ -61,11 +64,12 @@ func (db *DB) ListExecutions(ctx context.Context, f ExecutionFilter) ([]Executio
 			where = append(where, "findings = 0")
 		}
 	}
-	if f.Q != "" {
-		where = append(where, `(execution_id = ? OR execution_id LIKE ? ESCAPE '\' OR idempotency_key = ?
-			OR execution_id IN (SELECT execution_id FROM steps WHERE step_id = ?)
-			OR execution_id IN (SELECT execution_id FROM attempts WHERE idempotency_key = ?))`)
-		args = append(args, f.Q, likePrefix(f.Q), f.Q, f.Q, f.Q)
+	if strings.TrimSpace(f.Q) != "" {
+		cond, condArgs, err := searchClause(ctx, db.read, f.Q) // search.go
+		if err != nil {
+			return nil, "", err
+		}
+		where, args = append(where, cond), append(args, condArgs...)
 	}
 	if !f.From.IsZero() {
 		where, args = append(where, "sort_at >= ?"), append(args, f.From.UnixNano())
@@ -122,11 +126,6 @@ func pageSize(n int) int {
 		return 50
 	}
 	return min(n, MaxPageSize)
-}
-
-func likePrefix(s string) string {
-	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
-	return r.Replace(s) + "%"
 }
 
 // Cursors are opaque to clients: base64 of the last row's sort key.

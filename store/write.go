@@ -160,7 +160,7 @@ func (t *Tx) PutExecution(x trace.Execution) error {
 	if err != nil {
 		return fmt.Errorf("store: put execution %s: %w", x.ID, err)
 	}
-	return nil
+	return t.indexTerms(x.ID, executionTerms(x)) // search.go
 }
 
 // EnsureExecution creates an execution an attempt or effect named before
@@ -169,7 +169,7 @@ func (t *Tx) EnsureExecution(id string) error {
 	if err := t.exec(`INSERT INTO executions (execution_id) VALUES (?) ON CONFLICT DO NOTHING`, id); err != nil {
 		return fmt.Errorf("store: ensure execution %s: %w", id, err)
 	}
-	return nil
+	return t.indexTerms(id, executionTerms(trace.Execution{ID: id}))
 }
 
 // PutAttempt stores an attempt's folded fields. An attempt identified by
@@ -195,7 +195,7 @@ func (t *Tx) PutAttempt(a trace.Attempt) error {
 	if err != nil {
 		return fmt.Errorf("store: put attempt %s/%s/%d: %w", a.ExecutionID, a.StepID, a.Number, err)
 	}
-	return nil
+	return t.indexTerms(a.ExecutionID, attemptTerms(a))
 }
 
 // VacateNumber moves a span-identified attempt off the number an attempt
@@ -300,6 +300,9 @@ func (t *Tx) DropTracePlaceholder(traceID string) (bool, error) {
 		return false, fmt.Errorf("store: drop placeholder %s: %w", traceID, err)
 	}
 	if err := t.exec(`DELETE FROM executions WHERE execution_id = ?`, traceID); err != nil {
+		return false, fmt.Errorf("store: drop placeholder %s: %w", traceID, err)
+	}
+	if err := t.exec(`DELETE FROM search_terms WHERE execution_id = ?`, traceID); err != nil {
 		return false, fmt.Errorf("store: drop placeholder %s: %w", traceID, err)
 	}
 	return true, nil
@@ -566,6 +569,11 @@ func (t *Tx) SaveAnalysis(a Analysis) error {
 			string(state), ref.Provider, ref.ID, string(state)); err != nil {
 			return fmt.Errorf("store: save effect state: %w", err)
 		}
+	}
+	// The analysis is where an execution meets every effect it owns,
+	// whichever arrived first, so their search terms are recorded here.
+	if err := t.indexTerms(id, effectTerms(run.Effects)); err != nil {
+		return err
 	}
 	counts := a.Counts
 	err := t.exec(`UPDATE executions SET sort_at = ?, steps = ?, attempts = ?, retries = ?, dedupes = ?, replays = ?, effects = ?,

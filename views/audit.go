@@ -1,8 +1,10 @@
 package views
 
 import (
+	"cmp"
 	"fmt"
 	"net/url"
+	"slices"
 
 	"github.com/oncetrace/oncetrace/trace"
 )
@@ -109,8 +111,6 @@ func AuditBadge(s trace.AuditState) string {
 	return ""
 }
 
-func auditBadgeClass(s trace.AuditState) string { return "badge audit-badge audit-badge-" + string(s) }
-
 // cleanDetail says what clean rests on.
 func (v AuditView) cleanDetail() string {
 	switch v.SideEffecting {
@@ -145,4 +145,88 @@ func listTail(i, n, total int, end string) string {
 		return fmt.Sprintf(" and %d more", total-n) + end
 	}
 	return end
+}
+
+// badgeWarnings is the badge of an execution the audit judged clean that
+// still has warning findings: no critical finding and every side effect
+// verified, but something worth a look (an unkeyed retry, say). An
+// unverified or critical execution keeps its own badge, which says more.
+const badgeWarnings = "warnings"
+
+// AuditBadgeState is the state an execution's audit badge shows: its
+// audit state (trace.Judge's), or "warnings" when that is clean and some
+// findings are warnings; "" while no state is computed.
+func (r ExecutionRow) AuditBadgeState() string {
+	if r.AuditState == trace.StateClean && r.Findings > r.CriticalFindings {
+		return badgeWarnings
+	}
+	return string(r.AuditState)
+}
+
+// RowBadge is the row's audit badge text: an icon and the word, never
+// colour alone; "" while no state is computed.
+func (r ExecutionRow) RowBadge() string {
+	if r.AuditBadgeState() == badgeWarnings {
+		return "! warnings"
+	}
+	return AuditBadge(r.AuditState)
+}
+
+func rowBadgeClass(r ExecutionRow) string {
+	return "badge audit-badge audit-badge-" + r.AuditBadgeState()
+}
+
+// FindingGroup is the findings of one rule, in natural step order; Shown
+// are the first maxGroupShown, Rest behind "show N more".
+type FindingGroup struct {
+	Rule     trace.Rule
+	Severity trace.Severity
+	Shown    []FindingView
+	Rest     []FindingView
+}
+
+// Count is the number of findings in the group.
+func (g FindingGroup) Count() int { return len(g.Shown) + len(g.Rest) }
+
+// maxGroupShown is how many findings of a rule show before "show N more".
+const maxGroupShown = 10
+
+// GroupFindings groups findings by rule: groups critical first, then by
+// the natural step order of their first finding (step-24 before
+// step-231, NaturalCompare), then by rule; findings inside a group in
+// natural step order.
+func GroupFindings(fs []FindingView) []FindingGroup {
+	byRule := map[trace.Rule][]FindingView{}
+	var rules []trace.Rule
+	for _, f := range fs {
+		if _, ok := byRule[f.Rule]; !ok {
+			rules = append(rules, f.Rule)
+		}
+		byRule[f.Rule] = append(byRule[f.Rule], f)
+	}
+	var groups []FindingGroup
+	for _, rule := range rules {
+		list := byRule[rule]
+		slices.SortStableFunc(list, func(a, b FindingView) int { return NaturalCompare(a.StepID, b.StepID) })
+		g := FindingGroup{Rule: rule, Severity: list[0].Severity, Shown: list}
+		if len(list) > maxGroupShown {
+			g.Shown, g.Rest = list[:maxGroupShown], list[maxGroupShown:]
+		}
+		groups = append(groups, g)
+	}
+	slices.SortStableFunc(groups, func(a, b FindingGroup) int {
+		return cmp.Or(cmp.Compare(severityRank(a.Severity), severityRank(b.Severity)),
+			NaturalCompare(a.Shown[0].StepID, b.Shown[0].StepID), cmp.Compare(a.Rule, b.Rule))
+	})
+	return groups
+}
+
+func severityRank(s trace.Severity) int {
+	switch s {
+	case trace.SeverityCritical:
+		return 0
+	case trace.SeverityWarning:
+		return 1
+	}
+	return 2
 }

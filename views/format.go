@@ -2,6 +2,7 @@ package views
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -41,7 +42,7 @@ func trimZero(s string) string {
 	return s
 }
 
-// UTC is the machine-readable and hover form of a time.
+// UTC is the hover form of a time, and its text where no zone was chosen.
 func UTC(t time.Time) string {
 	if t.IsZero() {
 		return ""
@@ -49,9 +50,47 @@ func UTC(t time.Time) string {
 	return t.UTC().Format("2006-01-02 15:04:05.000 UTC")
 }
 
-// ISO is the datetime attribute of a <time>: the script turns it into the
-// browser's zone; without the script the UTC text stays.
+// ISO is the datetime attribute of a <time>, always in UTC.
 func ISO(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+type zoneKey struct{}
+
+// WithZone returns a context in which pages show times in loc. The web
+// package sets it from the reader's cookie; views never sees the request.
+func WithZone(ctx context.Context, loc *time.Location) context.Context {
+	return context.WithValue(ctx, zoneKey{}, loc)
+}
+
+// Zone is the time zone pages rendered with ctx show times in: the one set
+// by WithZone, else UTC.
+func Zone(ctx context.Context) *time.Location {
+	if loc, ok := ctx.Value(zoneKey{}).(*time.Location); ok && loc != nil {
+		return loc
+	}
+	return time.UTC
+}
+
+// ZoneName is how a page names its zone: "UTC" or an IANA name.
+func ZoneName(loc *time.Location) string {
+	if loc == nil || loc == time.UTC || loc.String() == "UTC" {
+		return "UTC"
+	}
+	return loc.String()
+}
+
+// InZone is a time's text in loc, always followed by the zone's name, so
+// that a reader never has to guess which zone a time is in:
+// "2026-12-01 03:03:04.123 Europe/Berlin". An abbreviation such as IST
+// would be shorter but ambiguous; the IANA name is what the toggle shows.
+func InZone(t time.Time, loc *time.Location) string {
+	if t.IsZero() {
+		return ""
+	}
+	if ZoneName(loc) == "UTC" {
+		return UTC(t)
+	}
+	return t.In(loc).Format("2006-01-02 15:04:05.000") + " " + ZoneName(loc)
+}
 
 // PrettyJSON indents stored canonical JSON for reading.
 func PrettyJSON(raw json.RawMessage) string {

@@ -41,6 +41,9 @@ type ExecutionsView struct {
 	NextURL string // "" on the last page
 	Paged   bool   // this is not the first page
 	BaseURL string // where the server is reached, for the curl line
+	// FilterError names query parameters the list does not take; the page
+	// shows it instead of a list.
+	FilterError string
 }
 
 // FindingView is a finding with links to what it names.
@@ -70,15 +73,21 @@ func NewFindingView(f trace.Finding) FindingView {
 
 // ExecutionView is the execution page.
 type ExecutionView struct {
-	Execution  ExecutionRow
-	Audit      AuditView
-	Findings   []FindingView
+	Execution ExecutionRow
+	Audit     AuditView
+	Findings  []FindingView
+	// Incidents tell the critical findings in sentences (NewIncidents).
+	Incidents  []Incident
 	Timeline   Timeline
 	ShowAllURL string
 	Gaps       []trace.Gap
 	// LiveURL, while the execution runs, is the WebSocket that pushes the
 	// page's fragments again as they change.
 	LiveURL string
+	// View is ViewTimeline or ViewSteps; Steps is the step table, built
+	// only for ViewSteps.
+	View  string
+	Steps StepTable
 }
 
 // AttemptView is one attempt's detail.
@@ -90,6 +99,10 @@ type AttemptView struct {
 	Effects     []trace.Effect // effects of its step
 	// HTTPCalls are the HTTP client spans the attempt made (HTTPCalls).
 	HTTPCalls []trace.Span
+	// Culprit is CulpritLabel when the attempt caused an extra effect;
+	// EffectLabels place its step's duplicated effects (IncidentMarks).
+	Culprit      string
+	EffectLabels map[trace.EffectRef]string
 }
 
 // Duration is the attempt's length, or "".
@@ -107,7 +120,12 @@ type EffectView struct {
 	State       trace.MatchState
 	StepID      string // the step it belongs to, if any
 	Siblings    int    // effects of that step, itself included
-	MessageURL  string // the message kept for it (the SMTP sink), or ""
+	// Place is its place among its step's duplicated effects, "2 of 2 ·
+	// extra", and CausedBy the attempt that caused it when one is shown
+	// to (IncidentMarks); "" and 0 otherwise.
+	Place      string
+	CausedBy   int
+	MessageURL string // the message kept for it (the SMTP sink), or ""
 }
 
 // OutboxRow is one effect on the outbox page.

@@ -2,151 +2,284 @@ package views
 
 import (
 	"fmt"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/oncetrace/oncetrace/trace"
 )
 
-// The timeline is one SVG: a label column on the left, then the chart.
-// Horizontal positions are percentages of the SVG's width (attributes, not
-// style, so a strict Content-Security-Policy holds); vertical ones pixels.
+// The timeline is laid out in pixels on a chart of a fixed width, so the
+// server knows where every label goes whatever the window's width: the
+// page scrolls sideways when the window is narrower. Each row is an HTML
+// cell with the lane's name, pinned left, and the lane's own small SVG;
+// the axis, the outbox lane and the model calls' lane are rows of a header
+// that sticks to the top of the timeline's scroll box. Text is set in a
+// monospace font, so a label's width is known from its characters
+// (textWidth), and a label that does not fit where it belongs is
+// abbreviated or dropped, never drawn over another; its full text stays in
+// the hover title and the detail.
 const (
-	chartX0 = 24.0 // where the chart starts, % of the width
-	chartW  = 74.0 // the chart's width, %
-	axisH   = 66   // px above the first lane: ticks, axis, gap labels
-	laneH   = 46
-	outboxH = 64
-	modelH  = 46
-	// The outbox lane comes first, under the axis, so a second email is
-	// in view however many steps follow; the model calls' lane, when there
-	// are any, follows it, and the steps' lanes start below them.
-	lanesY       = axisH + outboxH
-	minBarW      = 0.45 // %, so a 1 ms attempt is still visible and clickable
-	minMarkW     = 0.15 // %, an HTTP call's mark inside its attempt's bar
-	maxGapShare  = 36.0 // % of the chart all gaps together may take
+	// ChartWidth is the time area's width in px: with the lane names
+	// (12rem) it fits beside the detail panel on a 1440 px screen; a
+	// narrower window scrolls the timeline sideways.
+	ChartWidth = 760
+	axisH      = 48 // ticks, the axis line, gap labels, workers
+	laneH      = 55 // effect marks, the bar, two rows of labels
+	outboxH    = 46 // effect marks, two rows of labels
+	modelH     = 55
+	overviewH  = 28
+	// Rows inside a lane: effect marks on top, then the bar, then labels.
+	barY, barH   = 9, 16
+	minBarW      = 4   // px, so a 1 ms attempt is still visible and clickable
+	minMarkW     = 1.5 // px, an HTTP call's mark inside its attempt's bar
+	maxGapShare  = 36.0
 	gapW         = 7.0  // % of the chart one gap takes at most
 	compactAbove = 1500 // attempts above which bars lose their text and arrows
-	// DefaultMaxLanes is how many step lanes show before "show all".
-	DefaultMaxLanes = 200
+	// Lanes are grouped when there are more than groupAbove, in chunks of
+	// groupSize; lanes with findings come first, expanded.
+	groupAbove, groupSize = 20, 50
+	overviewSlices        = 120
+)
+
+// Font sizes and the width estimate: in a monospace font a character is
+// 0.6 em wide; icons and symbols that may come from a fallback font are
+// counted as 1.1 em, and every label keeps labelPad px from the next.
+const (
+	labelFont = 12.0
+	tickFont  = 11.0
+	labelPad  = 6.0
+)
+
+// Label rows: baselines in a lane's SVG. A 12 px line of DejaVu Sans Mono
+// is 14 px tall, so rows 16 px apart never touch.
+var (
+	laneRows   = []float64{37, 52}
+	outboxRows = []float64{27, 42}
 )
 
 // Timeline is the execution's timeline, laid out.
 type Timeline struct {
-	Empty       bool
-	Height      int
-	OutboxY     int
-	Ticks       []Tick
-	Gaps        []GapMark
-	Lanes       []Lane
-	HiddenLanes int // steps not drawn until "show all"
+	Empty bool
+	// Start is the moment offsets are counted from: the execution's start,
+	// or its first event.
+	Start   time.Time
+	Ticks   []Tick
+	Gaps    []GapMark
+	Grid    string // the tick lines as one SVG path, drawn in every row
+	Lanes   []Lane // in display order: lanes with findings first when grouped
+	Groups  []LaneGroup
+	Grouped bool
+	// HiddenLanes is always 0: every lane is on the page, in a group.
+	HiddenLanes int
 	TotalLanes  int
 	Effects     []EffectMark
-	// ModelY is the top of the model calls' lane; Models are its bars, by
-	// start. Model calls are not steps: they count in no step, attempt or
-	// retry.
-	ModelY       int
+	// EffectAnchors are the ids of effects outside the zoomed range, so a
+	// finding's link still finds the outbox lane.
+	EffectAnchors []string
+	// Models are the model calls' bars, by start. Model calls are not
+	// steps: they count in no step, attempt or retry.
 	Models       []ModelMark
 	ModelSummary string // "12 calls · 3120 in / 480 out"
 	Compact      bool
 	// Silence, while a running execution has shown no activity for longer
 	// than the gap threshold, says so: "no process seen for 12 s".
-	Silence string
+	Silence  string
+	Overview Overview
+	Zoom     ZoomView
+}
+
+// LaneGroup is a collapsible run of lanes: Lanes[From:To].
+type LaneGroup struct {
+	ID       string
+	Summary  string
+	Open     bool
+	From, To int
+	Flagged  bool // the lanes with findings
 }
 
 // Tick is a label on the time axis.
 type Tick struct {
-	X     string
-	Label string
-	Title string
+	X      float64
+	Label  string
+	Title  string
+	Anchor string
 }
 
 // GapMark is a gap drawn as a break in the axis.
 type GapMark struct {
-	X, W, Mid string
-	// LabelX and LabelAnchor keep the label inside the chart near its edges.
-	LabelX, LabelAnchor string
-	Kind                trace.GapKind
-	Label               string // "53 s — no process running"
-	Workers             string // "w1 → w2"
-	Seconds             float64
+	X, W, Mid float64
+	Kind      trace.GapKind
+	Label     string // "53 s — no process running", always in the title
+	Workers   string // "w1 → w2"
+	Seconds   float64
+	// Shown and ShownWorkers are what fits under the axis ("" when
+	// nothing does); LabelX and LabelAnchor place both.
+	Shown, ShownWorkers string
+	LabelX              float64
+	LabelAnchor         string
+	Title               string
 }
 
 // ModelMark is one model call in the model calls' lane.
 type ModelMark struct {
-	X, W       string
-	TextX      string
-	TextAnchor string
-	Inside     bool   // the label sits inside the bar
-	Label      string // "gpt-4o · 120 in / 18 out"; "" when it fits nowhere
-	Error      bool
-	Title      string
+	X, W   float64
+	Label  PlacedLabel // Text "" when it fits nowhere
+	Error  bool
+	Title  string
+	Inside bool // kept false: labels sit below bars (classes.go's modelLabelY still names it)
+}
+
+// PlacedLabel is a label's text and where it sits; Text is "" for a label
+// that had no room.
+type PlacedLabel struct {
+	Text   string
+	X, Y   float64
+	Anchor string
+	Width  float64 // estimated, px
+}
+
+// Box is a label's estimated extent.
+func (l PlacedLabel) Box() (x0, x1 float64) {
+	switch l.Anchor {
+	case "end":
+		return l.X - l.Width, l.X
+	case "middle":
+		return l.X - l.Width/2, l.X + l.Width/2
+	}
+	return l.X, l.X + l.Width
 }
 
 // Lane is one step.
 type Lane struct {
-	Y           int // top of the lane; everything inside is drawn relative to it
+	ID          string // the row's HTML id
 	StepID      string
 	Tool        string
 	Effect      trace.EffectClass
 	ClassTitle  string // the class explained, for the hover
 	Bars        []Bar
 	Arrows      []Arrow
+	Marks       []LaneEffect
 	EffectCount int
 	CountLabel  string // "2 emails for step-4"
 	Duplicate   bool
+	Findings    int
+	// Anchors are the ids of attempts outside the zoomed range, so a
+	// finding's link still finds the lane.
+	Anchors []string
+	Culprit bool
+	Y       int // unused: rows are laid out by the page (classes.go's laneTransform still names it)
 }
 
 // Bar is one attempt.
 type Bar struct {
-	X, W         string
-	TextX        string
-	TextAnchor   string
-	Inside       bool // the label fits inside the bar
+	X, W         float64
+	Start, End   int64 // ms from the timeline's start, for tests and scripts
 	Number       int
 	Outcome      trace.Outcome
 	Label        string // icon and outcome word, never colour alone
 	Ghost        bool   // a replay: answered from the journal, tool not called
 	Deduplicated bool
+	Culprit      string // "caused duplicate", when the attempt caused an extra effect
+	// Text is where the label sits (Text.Text "" when nowhere); its parts
+	// are what fits: the outcome, the dedupe badge, the culprit's label.
+	Text         PlacedLabel
+	ShownOutcome string
+	ShowDedupe   bool
+	ShowCulprit  bool
 	ShowText     bool
 	Anchor       string
 	Href         string
 	Title        string
+	Inside       bool // kept false: labels sit below bars, on the page's background
 	// Calls are the HTTP client calls the attempt made, as thin marks
 	// inside its bar.
 	Calls []CallMark
 }
 
 // CallMark is an HTTP call inside its attempt's bar.
-type CallMark struct{ X, W string }
+type CallMark struct{ X, W float64 }
 
 // Arrow joins an attempt to its retry.
-type Arrow struct{ X1, X2 string }
+type Arrow struct{ X1, X2 float64 }
 
-// EffectMark is one effect in the outbox lane, joined to its cause.
-type EffectMark struct {
-	X, LabelX    string
-	LabelY       int
-	Anchor       string
-	Href         string
-	Provider, ID string
-	State        trace.MatchState
-	StepID       string
-	Linked       bool
-	LinkY        int // bottom of the causing attempt's bar
-	Title        string
-	LabelAnchor  string
+// LaneEffect marks, in the lane of the step that caused it, when an effect
+// happened; it links to the effect in the outbox lane.
+type LaneEffect struct {
+	X     float64
+	Href  string
+	State trace.MatchState
+	Title string
 }
+
+// EffectMark is one effect in the outbox lane.
+type EffectMark struct {
+	X        float64
+	At       int64 // ms from the timeline's start
+	Anchor   string
+	Href     string
+	Provider string
+	ID       string
+	State    trace.MatchState
+	StepID   string
+	LaneID   string // the causing step's row, "" when none
+	Mark     string // "2 of 2 · extra"
+	Label    PlacedLabel
+	Title    string
+	Linked   bool
+}
+
+// Overview is the whole execution condensed above the chart: how many
+// attempts ran in each slice of time, effects, gaps, and the zoomed range.
+type Overview struct {
+	Slices  []OverviewSlice
+	Effects []OverviewEffect
+	Gaps    []GapMark
+	// RangeX and RangeW highlight the zoomed range; Zoomed is false when
+	// the whole execution is shown.
+	RangeX, RangeW float64
+	// Pieces maps x to time for the script that turns a drag into a range:
+	// "x0 x1 ms0 ms1" for each stretch and gap, comma-separated.
+	Pieces string
+}
+
+// OverviewSlice is one slice of the overview with its attempt density.
+type OverviewSlice struct{ X, W, H float64 }
+
+// OverviewEffect is one effect in the overview.
+type OverviewEffect struct {
+	X         float64
+	Duplicate bool
+}
+
+// ZoomView is the zoom form's state and the range shown.
+type ZoomView struct {
+	Zoomed   bool
+	From, To string // seconds, as the form shows them
+	Total    string // the whole execution's length in seconds
+	Hidden   int    // attempts and effects outside the range
+}
+
+// TimeRange is a zoom: offsets from the timeline's start. To 0 means to
+// the end; the zero TimeRange is the whole execution.
+type TimeRange struct{ From, To time.Duration }
+
+// IsZero reports whether the range is the whole execution.
+func (r TimeRange) IsZero() bool { return r == TimeRange{} }
 
 // TimelineInput is what the timeline is drawn from.
 type TimelineInput struct {
-	Run      trace.Run
-	Gaps     []trace.Gap
-	States   map[trace.EffectRef]trace.MatchState
-	MaxLanes int  // 0: DefaultMaxLanes
-	ShowAll  bool // draw every lane
+	Run    trace.Run
+	Gaps   []trace.Gap
+	States map[trace.EffectRef]trace.MatchState
+	// Findings put their steps' lanes first, expanded.
+	Findings []trace.Finding
+	// Marks are the incident's culprits and effect labels.
+	Marks IncidentMarks
+	// Range zooms the timeline; only what lies in it is drawn.
+	Range TimeRange
 	// Now, for a live page, is the current time: a running execution's
 	// axis runs to it, running bars grow to it, and a silence longer than
 	// SilenceAfter is drawn as a gap that is still open.
@@ -160,7 +293,7 @@ const silenceGap trace.GapKind = "silence"
 // NewTimeline lays out an execution.
 func NewTimeline(in TimelineInput) Timeline {
 	run := in.Run
-	var times []time.Time
+	times := []time.Time{run.Execution.StartedAt, run.Execution.EndedAt}
 	attempts := 0
 	for _, s := range run.Steps {
 		for _, a := range s.Attempts {
@@ -176,7 +309,7 @@ func NewTimeline(in TimelineInput) Timeline {
 		times = append(times, m.StartedAt, m.EndedAt)
 	}
 	tmin, tmax := span(times)
-	if tmin.IsZero() {
+	if tmin.IsZero() || (attempts == 0 && len(run.Effects) == 0 && len(models) == 0) {
 		return Timeline{Empty: true}
 	}
 	gaps := in.Gaps
@@ -188,125 +321,164 @@ func NewTimeline(in TimelineInput) Timeline {
 		}
 		tmax = in.Now
 	}
-	sc := newScale(tmin, tmax, gaps)
-	tl := Timeline{Compact: attempts > compactAbove, TotalLanes: len(run.Steps), Silence: silence}
-	tl.Ticks = sc.ticks()
-	for _, g := range sc.gapMarks {
-		tl.Gaps = append(tl.Gaps, g)
+	if !tmax.After(tmin) {
+		tmax = tmin.Add(time.Millisecond)
 	}
 
-	steps := run.Steps
-	max := in.MaxLanes
-	if max <= 0 {
-		max = DefaultMaxLanes
+	// The window: the whole execution, or the zoomed range inside it.
+	w0, w1 := tmin, tmax
+	if !in.Range.IsZero() {
+		w0 = minTime(tmin.Add(in.Range.From), tmax.Add(-time.Millisecond))
+		if in.Range.To > 0 {
+			w1 = minTime(tmin.Add(in.Range.To), tmax)
+		}
+		if !w1.After(w0) {
+			w1 = w0.Add(time.Millisecond)
+		}
 	}
-	if !in.ShowAll && len(steps) > max {
-		tl.HiddenLanes = len(steps) - max
-		steps = steps[:max]
+	whole := newScale(tmin, tmax, gaps)
+	sc := whole
+	if w0 != tmin || w1 != tmax {
+		sc = newScale(w0, w1, clipGaps(gaps, w0, w1))
 	}
-	tl.OutboxY = axisH
-	stepsY := lanesY
+	inWindow := func(t0, t1 time.Time) bool { return !t0.After(w1) && !t1.Before(w0) }
+
+	tl := Timeline{Start: tmin, Compact: attempts > compactAbove, TotalLanes: len(run.Steps), Silence: silence}
+	tl.Ticks = sc.ticks(tmin)
+	tl.Gaps = placeGapLabels(sc.gapMarks)
+	tl.Grid = gridPath(tl.Ticks)
+	tl.Overview = newOverview(run, in.States, whole, tmin, w0, w1)
+	tl.Zoom = ZoomView{Zoomed: w0 != tmin || w1 != tmax, From: seconds(w0.Sub(tmin)), To: seconds(w1.Sub(tmin)), Total: seconds(tmax.Sub(tmin))}
 	if len(models) > 0 {
-		tl.ModelY = lanesY
-		stepsY += modelH
-		tl.Models = newModelMarks(models, sc, tmax)
+		var shown []trace.Span
+		for _, m := range models {
+			if inWindow(m.StartedAt, endOrSpan(m, tmax)) {
+				shown = append(shown, m)
+			}
+		}
+		tl.Models = newModelMarks(shown, sc, tmax, w0, w1)
 		tl.ModelSummary = modelSummary(models)
 	}
 	var httpCalls map[string][]trace.Span
 	if !tl.Compact {
 		httpCalls = run.HTTPCalls()
 	}
-	stepEffects := run.StepEffects()
-	laneOf := map[string]int{}
-	for i, s := range steps {
-		y := stepsY + i*laneH
-		lane := Lane{Y: y, StepID: s.ID, Tool: s.ToolName(), Effect: s.Class(), ClassTitle: s.ToolName() + ": " + ClassLabel(s.Class())}
-		showText := !tl.Compact && len(s.Attempts) <= 6
-		for j, a := range s.Attempts {
-			lane.Bars = append(lane.Bars, newBar(run, sc, a, tmax, showText, httpCalls[a.SpanID]))
-			if j > 0 && !tl.Compact {
-				// From where the previous attempt ended, or, if it never
-				// did, from where it started.
-				prev := s.Attempts[j-1]
-				lane.Arrows = append(lane.Arrows, Arrow{X1: pct(sc.pos(endOr(prev, prev.StartedAt))), X2: pct(sc.pos(a.StartedAt))})
-			}
+	findings := map[string]int{}
+	for _, f := range in.Findings {
+		if f.StepID != "" {
+			findings[f.StepID]++
 		}
-		if es := stepEffects[s.ID]; len(es) > 0 {
-			lane.EffectCount = len(es)
-			lane.Duplicate = len(es) > 1
-			lane.CountLabel = fmt.Sprintf("%s for %s", plural(len(es), effectNoun(es[0].Provider, false), effectNoun(es[0].Provider, true)), s.ID)
-		}
-		laneOf[s.ID] = i
-		tl.Lanes = append(tl.Lanes, lane)
 	}
-	tl.Height = stepsY + len(steps)*laneH + 8
-
-	// Each effect is joined to the step it belongs to (trace's matching).
+	stepEffects := run.StepEffects()
 	stepOf := map[trace.EffectRef]string{}
 	for stepID, es := range stepEffects {
 		for _, e := range es {
 			stepOf[e.Ref()] = stepID
 		}
 	}
+	ms := func(t time.Time) int64 { return t.Sub(tmin).Milliseconds() }
+
+	lanes := make([]Lane, 0, len(run.Steps))
+	for _, s := range run.Steps {
+		lane := Lane{ID: domID("lane", s.ID), StepID: s.ID, Tool: s.ToolName(), Effect: s.Class(),
+			ClassTitle: s.ToolName() + ": " + ClassLabel(s.Class()), Findings: findings[s.ID]}
+		showText := !tl.Compact
+		var prev *trace.Attempt
+		for j, a := range s.Attempts {
+			outcome := run.Outcome(a)
+			end := endOr(a, tmax)
+			if outcome == trace.OutcomeLost {
+				end = a.StartedAt
+			}
+			if a.StartedAt.IsZero() || !inWindow(a.StartedAt, end) {
+				lane.Anchors = append(lane.Anchors, AttemptAnchor(a.StepID, a.Number))
+				tl.Zoom.Hidden++
+				prev = &s.Attempts[j]
+				continue
+			}
+			b := newBar(run, sc, a, outcome, end, showText, httpCalls[a.SpanID], w0, w1)
+			b.Start, b.End = ms(a.StartedAt), ms(end)
+			if label, ok := in.Marks.Culprits[AttemptRef{StepID: s.ID, Number: a.Number}]; ok {
+				b.Culprit = label
+				lane.Culprit = true
+				b.Title = label + " — " + b.Title
+			}
+			if prev != nil && !tl.Compact && inWindow(prev.StartedAt, endOr(*prev, prev.StartedAt)) {
+				// From where the previous attempt ended, or, if it never
+				// did, from where it started.
+				lane.Arrows = append(lane.Arrows, Arrow{X1: sc.px(endOr(*prev, prev.StartedAt)), X2: b.X})
+			}
+			prev = &s.Attempts[j]
+			lane.Bars = append(lane.Bars, b)
+		}
+		if tl.Compact {
+			lane.Bars = clusterBars(lane.Bars, &lane.Anchors)
+		}
+		if es := stepEffects[s.ID]; len(es) > 0 {
+			lane.EffectCount = len(es)
+			lane.Duplicate = len(es) > 1
+			lane.CountLabel = fmt.Sprintf("%s for %s", plural(len(es), effectNoun(es[0].Provider, false), effectNoun(es[0].Provider, true)), s.ID)
+		}
+		placeBarLabels(lane.Bars)
+		lanes = append(lanes, lane)
+	}
+	laneIndex := map[string]int{}
+	for i, l := range lanes {
+		laneIndex[l.StepID] = i
+	}
+
 	effects := append([]trace.Effect(nil), run.Effects...)
 	sort.SliceStable(effects, func(i, j int) bool { return effects[i].At.Before(effects[j].At) })
-	for i, f := range effects {
+	for _, f := range effects {
 		at := f.At
 		if at.IsZero() {
 			at = tmax
 		}
-		x := sc.pos(at)
-		m := EffectMark{X: pct(x), Provider: f.Provider, ID: f.ID, State: in.States[f.Ref()],
-			Anchor: EffectAnchor(f.Provider, f.ID), Href: EffectURL(run.Execution.ID, f.Provider, f.ID),
-			LabelY: tl.OutboxY + 34 + (i%2)*16, LabelX: pct(x), LabelAnchor: "middle"}
+		anchor := EffectAnchor(f.Provider, f.ID)
+		if !inWindow(at, at) {
+			tl.EffectAnchors = append(tl.EffectAnchors, anchor)
+			tl.Zoom.Hidden++
+			continue
+		}
+		m := EffectMark{X: sc.px(at), At: ms(at), Provider: f.Provider, ID: f.ID, State: in.States[f.Ref()],
+			Anchor: anchor, Href: EffectURL(run.Execution.ID, f.Provider, f.ID), Mark: in.Marks.EffectLabels[f.Ref()]}
 		if m.State == "" {
 			m.State = trace.MatchOrphan
 		}
-		if x > 88 {
-			m.LabelAnchor = "end"
-		} else if x < chartX0+6 {
-			m.LabelAnchor = "start"
+		m.Title = fmt.Sprintf("%s %s (%s) at %s", f.Provider, f.ID, m.State, UTC(f.At))
+		if m.Mark != "" {
+			m.Title += " · " + m.Mark
 		}
 		if stepID, ok := stepOf[f.Ref()]; ok {
 			m.StepID = stepID
-			if li, drawn := laneOf[stepID]; drawn {
-				m.Linked = true
-				m.LinkY = stepsY + li*laneH + 6
+			m.Title += " · caused by " + stepID
+			if li, ok := laneIndex[stepID]; ok {
+				m.Linked, m.LaneID = true, lanes[li].ID
+				lanes[li].Marks = append(lanes[li].Marks, LaneEffect{X: m.X, Href: "#" + anchor, State: m.State,
+					Title: f.Provider + " " + f.ID + " (" + string(m.State) + "), in the outbox lane"})
 			}
 		}
-		m.Title = fmt.Sprintf("%s %s (%s) at %s", f.Provider, f.ID, m.State, UTC(f.At))
 		tl.Effects = append(tl.Effects, m)
 	}
+	placeEffectLabels(tl.Effects)
+
+	tl.Lanes, tl.Groups, tl.Grouped = groupLanes(lanes)
 	return tl
 }
 
-func newBar(run trace.Run, sc scale, a trace.Attempt, tmax time.Time, showText bool, calls []trace.Span) Bar {
-	outcome := run.Outcome(a)
-	end := endOr(a, tmax)
-	if outcome == trace.OutcomeLost {
-		end = a.StartedAt
-	}
-	x0, x1 := sc.pos(a.StartedAt), sc.pos(end)
-	w := x1 - x0
-	if w < minBarW {
-		w = minBarW
+func newBar(run trace.Run, sc scale, a trace.Attempt, outcome trace.Outcome, end time.Time, showText bool, calls []trace.Span, w0, w1 time.Time) Bar {
+	x0, x1 := sc.px(a.StartedAt), sc.px(end)
+	w := max(x1-x0, minBarW)
+	if x0+w > ChartWidth {
+		x0 = ChartWidth - w
 	}
 	b := Bar{
-		X: pct(x0), W: pct(w), Number: a.Number, Outcome: outcome,
+		X: x0, W: w, Number: a.Number, Outcome: outcome,
 		Label: OutcomeLabel(outcome), Ghost: outcome == trace.OutcomeReplayed, Deduplicated: a.Deduplicated,
 		ShowText: showText, Anchor: AttemptAnchor(a.StepID, a.Number), Href: AttemptURL(run.Execution.ID, a.StepID, a.Number),
 	}
 	if b.Ghost {
 		b.Label += " — from journal, tool not called"
-	}
-	// Text goes right of the bar, or left of it near the right edge.
-	switch {
-	case w >= 9:
-		b.TextX, b.TextAnchor, b.Inside = pct(x0+0.5), "start", true
-	case x0 < 80:
-		b.TextX, b.TextAnchor = pct(x0), "start" // below the bar, from its start
-	default:
-		b.TextX, b.TextAnchor = pct(x0+w), "end"
 	}
 	parts := []string{fmt.Sprintf("attempt %d: %s", a.Number, outcome)}
 	if a.Deduplicated {
@@ -321,18 +493,302 @@ func newBar(run trace.Run, sc scale, a trace.Attempt, tmax time.Time, showText b
 	if len(calls) > 0 {
 		parts = append(parts, plural(len(calls), "HTTP call", "HTTP calls"))
 	}
+	if a.StartedAt.Before(w0) {
+		parts = append(parts, "starts before the range shown")
+	}
+	if end.After(w1) {
+		parts = append(parts, "ends after the range shown")
+	}
 	b.Title = strings.Join(parts, ", ")
 	for _, c := range calls {
 		if c.StartedAt.IsZero() {
 			continue
 		}
-		cx0, cx1 := sc.pos(c.StartedAt), sc.pos(endOrSpan(c, end))
+		cx0, cx1 := sc.px(c.StartedAt), sc.px(endOrSpan(c, end))
 		// Inside the bar, whatever the clocks of two processes say.
 		cx0 = min(max(cx0, x0), x0+w-minMarkW)
 		cw := min(max(cx1-cx0, minMarkW), x0+w-cx0)
-		b.Calls = append(b.Calls, CallMark{X: pct(cx0), W: pct(cw)})
+		b.Calls = append(b.Calls, CallMark{X: cx0, W: cw})
 	}
 	return b
+}
+
+// clusterBars, in a huge execution, draws attempts of a lane that overlap
+// at this scale as one bar: it links to the last of them and its title
+// counts their outcomes; the others keep their ids as anchors, so that a
+// link to one still finds the lane. Zooming in shows each again.
+func clusterBars(bars []Bar, anchors *[]string) []Bar {
+	if len(bars) < 2 {
+		return bars
+	}
+	out := bars[:0:0]
+	flush := func(group []Bar) {
+		if len(group) == 1 {
+			out = append(out, group[0])
+			return
+		}
+		last := group[len(group)-1]
+		x0, x1 := group[0].X, group[0].X+group[0].W
+		counts := map[trace.Outcome]int{}
+		var order []trace.Outcome
+		for _, b := range group {
+			x0, x1 = min(x0, b.X), max(x1, b.X+b.W)
+			if counts[b.Outcome] == 0 {
+				order = append(order, b.Outcome)
+			}
+			counts[b.Outcome]++
+			if b.Anchor != last.Anchor {
+				*anchors = append(*anchors, b.Anchor)
+			}
+			if b.Culprit != "" {
+				last.Culprit = b.Culprit
+			}
+		}
+		var parts []string
+		for _, o := range order {
+			parts = append(parts, fmt.Sprintf("%d %s", counts[o], o))
+		}
+		last.X, last.W = x0, x1-x0
+		last.Title = fmt.Sprintf("attempts %d–%d, drawn as one at this scale (zoom in to see each): %s; this links to attempt %d",
+			group[0].Number, last.Number, strings.Join(parts, ", "), last.Number)
+		if last.Culprit != "" {
+			last.Title = last.Culprit + " — " + last.Title
+		}
+		out = append(out, last)
+	}
+	group := []Bar{bars[0]}
+	end := bars[0].X + bars[0].W
+	for _, b := range bars[1:] {
+		if b.X <= end+1 {
+			group = append(group, b)
+			end = max(end, b.X+b.W)
+			continue
+		}
+		flush(group)
+		group, end = []Bar{b}, b.X+b.W
+	}
+	flush(group)
+	return out
+}
+
+// barText is what a bar's label says in full: the outcome, then its
+// badges.
+func barText(b Bar) string {
+	s := b.Label
+	if b.Deduplicated {
+		s += " ≡ deduplicated"
+	}
+	if b.Culprit != "" {
+		s += " ⚠ " + b.Culprit
+	}
+	return s
+}
+
+// placeBarLabels puts each bar's label under it, in one of the lane's two
+// label rows: the culprits' first, then in time order; the full text where
+// it fits, else the outcome alone, else nothing (the title keeps it).
+func placeBarLabels(bars []Bar) {
+	if len(bars) == 0 || !bars[0].ShowText {
+		return
+	}
+	p := newPlacer(ChartWidth, laneRows)
+	order := make([]int, len(bars))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(i, j int) bool { return bars[order[i]].Culprit != "" && bars[order[j]].Culprit == "" })
+	for _, i := range order {
+		b := &bars[i]
+		full := barText(*b)
+		candidates := []string{full}
+		if b.Culprit != "" {
+			candidates = append(candidates, "⚠ "+b.Culprit)
+		} else if short := OutcomeLabel(b.Outcome); short != full {
+			candidates = append(candidates, short)
+		}
+		l, ok := p.place(candidates, b.X, b.X+b.W, labelFont)
+		if !ok {
+			continue
+		}
+		b.Text = l
+		switch {
+		case l.Text == full:
+			b.ShownOutcome, b.ShowDedupe, b.ShowCulprit = b.Label, b.Deduplicated, b.Culprit != ""
+		case b.Culprit != "":
+			b.ShowCulprit = true
+		default:
+			b.ShownOutcome = l.Text
+		}
+	}
+}
+
+// placeEffectLabels puts each effect's label in one of the outbox lane's
+// rows: duplicates first, with their place ("2 of 2 · extra") if there
+// is room.
+func placeEffectLabels(es []EffectMark) {
+	p := newPlacer(ChartWidth, outboxRows)
+	order := make([]int, len(es))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(i, j int) bool {
+		return es[order[i]].State == trace.MatchDuplicate && es[order[j]].State != trace.MatchDuplicate
+	})
+	for _, i := range order {
+		m := &es[i]
+		base := effectIcon(m.State) + " " + Visible(m.ID)
+		var candidates []string
+		if m.Mark != "" {
+			candidates = append(candidates, base+" · "+m.Mark, "◆ "+m.Mark)
+		}
+		candidates = append(candidates, base)
+		if m.State == trace.MatchDuplicate {
+			candidates = append(candidates, "◆ duplicate")
+		}
+		candidates = append(candidates, "◆")
+		if l, ok := p.place(candidates, m.X-6, m.X+6, labelFont); ok {
+			m.Label = l
+		}
+	}
+}
+
+// placer keeps the extents of the labels placed in each row, so that no
+// new label overlaps one of them.
+type placer struct {
+	width float64
+	rows  []float64
+	taken [][][2]float64
+}
+
+func newPlacer(width float64, rows []float64) *placer {
+	return &placer{width: width, rows: rows, taken: make([][][2]float64, len(rows))}
+}
+
+// place tries each candidate text, longest first, in each row, starting at
+// x0 (rightwards) or ending at x1 (leftwards).
+func (p *placer) place(candidates []string, x0, x1, font float64) (PlacedLabel, bool) {
+	for _, text := range candidates {
+		w := textWidth(text, font)
+		for r, y := range p.rows {
+			for _, l := range []PlacedLabel{
+				{Text: text, X: max(x0, 0), Y: y, Anchor: "start", Width: w},
+				{Text: text, X: min(x1, p.width), Y: y, Anchor: "end", Width: w},
+			} {
+				if p.free(r, l) {
+					p.take(r, l)
+					return l, true
+				}
+			}
+		}
+	}
+	return PlacedLabel{}, false
+}
+
+func (p *placer) free(row int, l PlacedLabel) bool {
+	a, b := l.Box()
+	if a < 0 || b > p.width {
+		return false
+	}
+	for _, t := range p.taken[row] {
+		if a < t[1]+labelPad && t[0] < b+labelPad {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *placer) take(row int, l PlacedLabel) {
+	a, b := l.Box()
+	p.taken[row] = append(p.taken[row], [2]float64{a, b})
+}
+
+// textWidth estimates how wide text is in px at a font size in the
+// timeline's monospace font: 0.6 em a character, 1.1 em for a symbol that
+// may come from a wider fallback font.
+func textWidth(s string, font float64) float64 {
+	w := 0.0
+	for _, r := range s {
+		if r < 0x2000 {
+			w += 0.6
+		} else {
+			w += 1.1
+		}
+	}
+	return w * font
+}
+
+// groupLanes orders the lanes for display and groups them: a few lanes
+// show as they are; many are grouped, lanes with findings or an incident
+// first and expanded, the rest in collapsed chunks in step order.
+func groupLanes(lanes []Lane) ([]Lane, []LaneGroup, bool) {
+	if len(lanes) <= groupAbove {
+		return lanes, []LaneGroup{{ID: "lanes-all", Open: true, From: 0, To: len(lanes)}}, false
+	}
+	flagged := func(l Lane) bool { return l.Findings > 0 || l.Duplicate || l.Culprit }
+	out := make([]Lane, 0, len(lanes))
+	var groups []LaneGroup
+	for _, l := range lanes {
+		if flagged(l) {
+			out = append(out, l)
+		}
+	}
+	if n := len(out); n > 0 {
+		findings := 0
+		for _, l := range out {
+			findings += l.Findings
+		}
+		groups = append(groups, LaneGroup{ID: "lanes-flagged", Open: true, From: 0, To: n, Flagged: true,
+			Summary: fmt.Sprintf("Steps with findings · %s · %s", plural(n, "lane", "lanes"), plural(findings, "finding", "findings"))})
+	}
+	var rest []int
+	for i, l := range lanes {
+		if !flagged(l) {
+			rest = append(rest, i)
+		}
+	}
+	for c := 0; c < len(rest); c += groupSize {
+		chunk := rest[c:min(c+groupSize, len(rest))]
+		from := len(out)
+		attempts := 0
+		tools := map[string]int{}
+		for _, i := range chunk {
+			out = append(out, lanes[i])
+			attempts += len(lanes[i].Bars) + len(lanes[i].Anchors)
+			tools[lanes[i].Tool]++
+		}
+		first, last := lanes[chunk[0]].StepID, lanes[chunk[len(chunk)-1]].StepID
+		groups = append(groups, LaneGroup{ID: "lanes-" + strconv.Itoa(c/groupSize+1), From: from, To: len(out),
+			Open:    len(groups) == 0,
+			Summary: fmt.Sprintf("%s … %s · %s · %s · %s", first, last, plural(len(chunk), "lane", "lanes"), plural(attempts, "attempt", "attempts"), topTools(tools))})
+	}
+	return out, groups, true
+}
+
+// topTools names the commonest tools of a group: "fetch_page ×30, send_email ×20".
+func topTools(counts map[string]int) string {
+	type tc struct {
+		tool string
+		n    int
+	}
+	var all []tc
+	for t, n := range counts {
+		all = append(all, tc{t, n})
+	}
+	slices.SortFunc(all, func(a, b tc) int {
+		if a.n != b.n {
+			return b.n - a.n
+		}
+		return strings.Compare(a.tool, b.tool)
+	})
+	var parts []string
+	for i, t := range all {
+		if i == 3 {
+			parts = append(parts, "…")
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s ×%d", Visible(t.tool), t.n))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func endOrSpan(s trace.Span, fallback time.Time) time.Time {
@@ -342,48 +798,24 @@ func endOrSpan(s trace.Span, fallback time.Time) time.Time {
 	return s.EndedAt
 }
 
-// newModelMarks lays out the model calls' bars. A label sits inside a bar
-// wide enough for it; else below the bar, from its start up to where the
-// next call starts, or ending at its end down to where the previous call
-// ended; else only in the hover title. Labels below never run into each
-// other, so fifty calls stay legible.
-func newModelMarks(calls []trace.Span, sc scale, tmax time.Time) []ModelMark {
+// newModelMarks lays out the model calls' bars; labels go under them in
+// two rows where they fit, else only in the hover title, so fifty calls
+// stay legible.
+func newModelMarks(calls []trace.Span, sc scale, tmax, w0, w1 time.Time) []ModelMark {
 	out := make([]ModelMark, 0, len(calls))
-	x0s, x1s := make([]float64, len(calls)), make([]float64, len(calls))
-	for i, c := range calls {
-		x0s[i] = sc.pos(c.StartedAt)
-		x1s[i] = x0s[i] + max(sc.pos(endOrSpan(c, tmax))-x0s[i], minBarW)
-	}
-	belowEnd := 0.0 // where the last label below a bar ends
-	for i, c := range calls {
-		x0, x1 := x0s[i], x1s[i]
-		m := ModelMark{X: pct(x0), W: pct(x1 - x0), Error: c.Error != "", Title: modelTitle(c)}
-		labels := []string{ModelLabel(c), modelShortLabel(c)}
-		// Below the bar, rightwards up to the next call, or leftwards
-		// down to the previous one.
-		right := chartX0 + chartW - x0
-		if i+1 < len(calls) {
-			right = x0s[i+1] - x0
+	p := newPlacer(ChartWidth, laneRows)
+	for _, c := range calls {
+		x0 := sc.px(c.StartedAt)
+		w := max(sc.px(endOrSpan(c, tmax))-x0, minBarW)
+		if x0+w > ChartWidth {
+			x0 = ChartWidth - w
 		}
-		left := x1 - chartX0
-		if i > 0 {
-			left = x1 - max(x1s[i-1], belowEnd)
+		m := ModelMark{X: x0, W: w, Error: c.Error != "", Title: modelTitle(c)}
+		if c.StartedAt.Before(w0) || endOrSpan(c, tmax).After(w1) {
+			m.Title += " (clipped to the range shown)"
 		}
-	place:
-		for _, l := range labels {
-			switch {
-			case labelFits(x1-x0, l):
-				m.Label, m.Inside, m.TextX, m.TextAnchor = l, true, pct(x0+0.5), "start"
-				break place
-			case x0 >= belowEnd && labelFits(right, l):
-				m.Label, m.TextX, m.TextAnchor = l, pct(x0), "start"
-				belowEnd = x0 + labelWidth(l)
-				break place
-			case labelFits(left, l):
-				m.Label, m.TextX, m.TextAnchor = l, pct(x1), "end"
-				belowEnd = x1
-				break place
-			}
+		if l, ok := p.place([]string{ModelLabel(c), modelShortLabel(c)}, x0, x0+w, labelFont); ok {
+			m.Label = l
 		}
 		out = append(out, m)
 	}
@@ -397,14 +829,6 @@ func modelShortLabel(c trace.Span) string {
 	}
 	return modelName(c)
 }
-
-// labelFits reports whether a label fits in w percent of the timeline's
-// width.
-func labelFits(w float64, label string) bool { return w >= labelWidth(label) }
-
-// labelWidth is about how wide a label of 12 px text is, in percent of a
-// timeline about 850 px wide: 0.8% a character, and a margin.
-func labelWidth(label string) float64 { return 0.8*float64(utf8.RuneCountInString(label)) + 1 }
 
 // modelSummary is the model lane's second line: how many calls and tokens.
 func modelSummary(calls []trace.Span) string {
@@ -421,6 +845,9 @@ func modelSummary(calls []trace.Span) string {
 // +53.21 s, +53.46 s, not +53.2 s five times.
 func tickOffset(d, span time.Duration) string {
 	if d < 10*time.Second || span >= 10*time.Second || d >= time.Hour {
+		if d < 10*time.Second && d >= time.Second && span < 100*time.Millisecond {
+			return trimZero(fmt.Sprintf("%.3f", d.Seconds())) + " s"
+		}
 		return Duration(d)
 	}
 	digits := 2
@@ -482,6 +909,36 @@ func span(ts []time.Time) (lo, hi time.Time) {
 		}
 	}
 	return lo, hi
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// seconds is an offset as the zoom form and URL write it: "12.345".
+func seconds(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 3, 64) }
+
+// clipGaps keeps the parts of gaps inside [w0, w1].
+func clipGaps(gaps []trace.Gap, w0, w1 time.Time) []trace.Gap {
+	var out []trace.Gap
+	for _, g := range gaps {
+		if g.End.Before(w0) || g.Start.After(w1) {
+			continue
+		}
+		if g.Start.Before(w0) {
+			g.Start = w0
+		}
+		if g.End.After(w1) {
+			g.End = w1
+		}
+		if g.End.After(g.Start) {
+			out = append(out, g)
+		}
+	}
+	return out
 }
 
 // scale maps time to a position in the chart (0–100) on a broken axis:
@@ -548,14 +1005,8 @@ func newScale(tmin, tmax time.Time, gaps []trace.Gap) scale {
 }
 
 func newGapMark(g trace.Gap, x, w float64) GapMark {
-	x, w = chartX0+x*chartW/100, w*chartW/100
-	m := GapMark{X: pct(x), W: pct(w), Mid: pct(x + w/2), Kind: g.Kind, Seconds: g.Seconds(), LabelX: pct(x + w/2), LabelAnchor: "middle"}
-	switch {
-	case x+w/2 > 86:
-		m.LabelX, m.LabelAnchor = pct(x+w), "end"
-	case x+w/2 < chartX0+8:
-		m.LabelX, m.LabelAnchor = pct(x), "start"
-	}
+	x, w = x*ChartWidth/100, w*ChartWidth/100
+	m := GapMark{X: x, W: w, Mid: x + w/2, Kind: g.Kind, Seconds: g.Seconds()}
 	length := Duration(g.End.Sub(g.Start))
 	switch g.Kind {
 	case trace.GapCrash:
@@ -568,7 +1019,47 @@ func newGapMark(g trace.Gap, x, w float64) GapMark {
 	if g.WorkerBefore != "" || g.WorkerAfter != "" {
 		m.Workers = orDash(g.WorkerBefore) + " → " + orDash(g.WorkerAfter)
 	}
+	m.Title = m.Label + ", " + UTC(g.Start) + " – " + UTC(g.End)
+	if m.Workers != "" {
+		m.Title += ", worker " + m.Workers
+	}
 	return m
+}
+
+// placeGapLabels puts each gap's label under the axis, centred on the gap
+// and kept inside the chart, in full, as its length alone, or not at all.
+func placeGapLabels(gaps []GapMark) []GapMark {
+	labels := newPlacer(ChartWidth, []float64{0})
+	workers := newPlacer(ChartWidth, []float64{0})
+	for i := range gaps {
+		g := &gaps[i]
+		g.LabelX, g.LabelAnchor = g.Mid, "middle"
+		short := strings.SplitN(g.Label, " ", 3)
+		tryAt := func(p *placer, text string) bool {
+			w := textWidth(text, tickFont)
+			l := PlacedLabel{Text: text, X: min(max(g.Mid, w/2), ChartWidth-w/2), Anchor: "middle", Width: w}
+			if p.free(0, l) {
+				p.take(0, l)
+				g.LabelX = l.X
+				return true
+			}
+			return false
+		}
+		for _, text := range []string{g.Label, short[0] + " " + short[1]} {
+			if tryAt(labels, text) {
+				g.Shown = text
+				break
+			}
+		}
+		if g.Shown != "" && g.Workers != "" {
+			x := g.LabelX
+			if tryAt(workers, "worker "+g.Workers) {
+				g.ShownWorkers = "worker " + g.Workers
+			}
+			g.LabelX = x
+		}
+	}
+	return gaps
 }
 
 func orDash(s string) string {
@@ -578,8 +1069,8 @@ func orDash(s string) string {
 	return s
 }
 
-// pos is the position of t as a percentage of the whole SVG's width.
-func (s scale) pos(t time.Time) float64 { return chartX0 + s.x(t)*chartW/100 }
+// px is the position of t in the chart, in px.
+func (s scale) px(t time.Time) float64 { return s.x(t) * ChartWidth / 100 }
 
 // x is the chart position of t, 0–100.
 func (s scale) x(t time.Time) float64 {
@@ -598,37 +1089,163 @@ func (s scale) x(t time.Time) float64 {
 	return s.pieces[len(s.pieces)-1].x1
 }
 
-// ticks labels the start of every stretch of work, a few points inside wide
-// ones, and the end, as offsets from the execution's first moment.
-func (s scale) ticks() []Tick {
-	var out []Tick
-	var stretch time.Duration // length of the stretch being labelled: ticks need its precision
-	add := func(t time.Time) {
-		x := s.pos(t)
-		if len(out) > 0 {
-			if last := out[len(out)-1]; last.X == pct(x) {
-				return
-			}
-		}
-		out = append(out, Tick{X: pct(x), Label: "+" + tickOffset(t.Sub(s.tmin), stretch), Title: UTC(t)})
+// ticks labels the end of the axis, the start of every stretch of work and
+// a few points inside wide ones, as offsets from origin; a tick is dropped
+// when its label would touch another or repeat one.
+func (s scale) ticks(origin time.Time) []Tick {
+	type candidate struct {
+		t       time.Time
+		stretch time.Duration
 	}
+	var cands []candidate
 	for _, p := range s.pieces {
 		if p.gap {
 			continue
 		}
-		stretch = p.t1.Sub(p.t0)
-		add(p.t0)
-		if n := int((p.x1 - p.x0) / 18); n > 1 {
+		stretch := p.t1.Sub(p.t0)
+		cands = append(cands, candidate{p.t0, stretch})
+		if n := int((p.x1 - p.x0) / 12); n > 1 {
 			for k := 1; k < n; k++ {
-				add(p.t0.Add(p.t1.Sub(p.t0) * time.Duration(k) / time.Duration(n)))
+				cands = append(cands, candidate{p.t0.Add(stretch * time.Duration(k) / time.Duration(n)), stretch})
 			}
 		}
 	}
-	if len(s.pieces) > 0 {
-		last := s.pieces[len(s.pieces)-1]
-		if last.t1.After(last.t0) {
-			add(last.t1)
+	if len(s.pieces) == 0 {
+		return nil
+	}
+	last := s.pieces[len(s.pieces)-1]
+	end := candidate{last.t1, last.t1.Sub(last.t0)}
+	p := newPlacer(ChartWidth, []float64{0})
+	seen := map[string]bool{}
+	mk := func(c candidate, anchor string) (Tick, bool) {
+		label := "+" + tickOffset(c.t.Sub(origin), c.stretch)
+		x := s.px(c.t)
+		l := PlacedLabel{Text: label, X: x, Anchor: anchor, Width: textWidth(label, tickFont)}
+		if seen[label] || !p.free(0, l) {
+			return Tick{}, false
+		}
+		p.take(0, l)
+		seen[label] = true
+		return Tick{X: x, Label: label, Title: UTC(c.t), Anchor: anchor}, true
+	}
+	var out []Tick
+	endTick, endOK := mk(end, "end")
+	for i, c := range cands {
+		anchor := "middle"
+		if i == 0 {
+			anchor = "start"
+		}
+		if k, ok := mk(c, anchor); ok {
+			out = append(out, k)
 		}
 	}
+	if endOK {
+		out = append(out, endTick)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].X < out[j].X })
 	return out
+}
+
+// gridPath is the tick lines as one path, so each row draws them with one
+// element.
+func gridPath(ticks []Tick) string {
+	var b strings.Builder
+	for _, k := range ticks {
+		fmt.Fprintf(&b, "M%s 0V%d", f1(k.X), laneH)
+	}
+	return b.String()
+}
+
+// newOverview condenses the whole execution into slices of attempt
+// density, effects and gaps, with the range shown highlighted.
+func newOverview(run trace.Run, states map[trace.EffectRef]trace.MatchState, sc scale, tmin, w0, w1 time.Time) Overview {
+	var o Overview
+	counts := make([]int, overviewSlices)
+	sliceW := float64(ChartWidth) / overviewSlices
+	for _, s := range run.Steps {
+		for _, a := range s.Attempts {
+			if a.StartedAt.IsZero() {
+				continue
+			}
+			i0 := int(sc.px(a.StartedAt) / sliceW)
+			i1 := int(sc.px(endOr(a, a.StartedAt)) / sliceW)
+			for i := max(i0, 0); i <= min(i1, overviewSlices-1); i++ {
+				counts[i]++
+			}
+		}
+	}
+	top := slices.Max(counts)
+	for i, n := range counts {
+		if n == 0 {
+			continue
+		}
+		h := max(2, float64(n)/float64(max(top, 1))*(overviewH-10))
+		o.Slices = append(o.Slices, OverviewSlice{X: float64(i) * sliceW, W: sliceW - 1, H: h})
+	}
+	for _, f := range run.Effects {
+		if !f.At.IsZero() {
+			o.Effects = append(o.Effects, OverviewEffect{X: sc.px(f.At), Duplicate: states[f.Ref()] == trace.MatchDuplicate})
+		}
+	}
+	o.Gaps = sc.gapMarks
+	o.RangeX = sc.px(w0)
+	o.RangeW = max(sc.px(w1)-o.RangeX, 2)
+	var parts []string
+	for _, p := range sc.pieces {
+		parts = append(parts, fmt.Sprintf("%s %s %d %d", f1(p.x0*ChartWidth/100), f1(p.x1*ChartWidth/100),
+			p.t0.Sub(tmin).Milliseconds(), p.t1.Sub(tmin).Milliseconds()))
+	}
+	o.Pieces = strings.Join(parts, ",")
+	return o
+}
+
+// f1 prints a position in px with one decimal.
+func f1(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) }
+
+// gapPattern names the hatching of a gap's kind: crash gaps pink, idle
+// and silent ones grey.
+func gapPattern(k trace.GapKind) string {
+	switch k {
+	case trace.GapCrash:
+		return "crash"
+	case silenceGap:
+		return "silence"
+	}
+	return "idle"
+}
+
+// gapBreak is the axis's break mark at a gap: two slanted strokes.
+func gapBreak(g GapMark) string {
+	return fmt.Sprintf("M%s 23l3-7M%s 23l3-7", f1(g.Mid-3), f1(g.Mid+1))
+}
+
+// diamond is an effect's mark in its step's lane, above the bar.
+func diamond(x float64) string {
+	return fmt.Sprintf("M%s 0l4 4l-4 4l-4-4z", f1(x))
+}
+
+func ovEffectClass(e OverviewEffect) string {
+	if e.Duplicate {
+		return "ov-effect duplicate"
+	}
+	return "ov-effect"
+}
+
+func laneRowClass(l Lane) string {
+	c := "tl-row lane"
+	if l.Culprit {
+		c += " has-culprit"
+	}
+	if l.Findings > 0 || l.Duplicate {
+		c += " has-findings"
+	}
+	return c
+}
+
+// culpritText is the culprit's label, after the outcome when that shows.
+func culpritText(b Bar) string {
+	if b.ShownOutcome != "" {
+		return " ⚠ " + b.Culprit
+	}
+	return "⚠ " + b.Culprit
 }

@@ -167,7 +167,7 @@ func (a *authenticator) check(r *http.Request) credentials {
 // openReads are the routes anyone may GET on a protected server: the
 // health check (for load balancers), the login form, and the stylesheet
 // and script the form uses.
-var openReads = map[string]bool{"/healthz": true, "/login": true, "/static/*": true}
+var openReads = map[string]bool{"/healthz": true, "/login": true, "/static/*": true, "/favicon.ico": true}
 
 // requireRead guards every read when a read token applies. It guards by
 // method rather than route by route, so a read route added later is

@@ -173,7 +173,7 @@ func readURLs(t *testing.T, srv *web.Server) map[string]string {
 }
 
 // openRoutes stay open on a protected server.
-var openRoutes = map[string]bool{"/healthz": true, "/login": true, "/static/*": true}
+var openRoutes = map[string]bool{"/healthz": true, "/login": true, "/static/*": true, "/favicon.ico": true}
 
 // isPageRoute: a browser is sent to the login form; any other client gets 401.
 func isPageRoute(route string) bool {

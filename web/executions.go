@@ -3,14 +3,17 @@ package web
 import (
 	"encoding/json"
 	"net/http"
+	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
+	"github.com/oncetrace/oncetrace/views"
 )
 
 type executionListResponse struct {
@@ -29,6 +32,49 @@ type executionQuery struct {
 	To          string `query:"to"`
 	Cursor      string `query:"cursor"`
 	Limit       string `query:"limit"`
+}
+
+// executionListParams are the parameters the executions list takes, in
+// the order docs/api.md lists them: any other is a mistake (a misspelt
+// filter would otherwise list everything as if it matched).
+var executionListParams = queryParamNames(executionQuery{})
+
+// queryParamNames returns the query tags of a request type's fields.
+func queryParamNames(v any) []string {
+	var names []string
+	t := reflect.TypeOf(v)
+	for i := range t.NumField() {
+		if name := t.Field(i).Tag.Get("query"); name != "" {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// unknownListParams returns, sorted, the request's query parameters the
+// executions list does not take.
+func unknownListParams(c echo.Context) []string {
+	var unknown []string
+	for name := range c.QueryParams() {
+		if !slices.Contains(executionListParams, name) {
+			unknown = append(unknown, name)
+		}
+	}
+	slices.Sort(unknown)
+	return unknown
+}
+
+// unknownFilterMessage names the unknown parameters and the known ones.
+func unknownFilterMessage(unknown []string) string {
+	quoted := make([]string, len(unknown))
+	for i, name := range unknown {
+		quoted[i] = strconv.Quote(name)
+	}
+	what := "unknown filter "
+	if len(unknown) > 1 {
+		what = "unknown filters "
+	}
+	return what + strings.Join(quoted, ", ") + "; the executions list takes " + strings.Join(executionListParams, ", ")
 }
 
 func (q executionQuery) filter() (store.ExecutionFilter, error) {
@@ -111,6 +157,9 @@ func bindQuery(c echo.Context, q any) error {
 
 // handleExecutionList is GET /api/v1/executions.
 func (s *Server) handleExecutionList(c echo.Context) error {
+	if unknown := unknownListParams(c); len(unknown) > 0 {
+		return badQuery(unknownFilterMessage(unknown))
+	}
 	var q executionQuery
 	if err := bindQuery(c, &q); err != nil {
 		return err
@@ -139,6 +188,10 @@ type executionDetail struct {
 	Effects    []effectJSON    `json:"effects"`
 	Gaps       []trace.Gap     `json:"gaps"`
 	Findings   []trace.Finding `json:"findings"`
+	// Incidents tell the critical findings in sentences, as the page
+	// does (views.NewIncidents); a run without any tells the repeats its
+	// keys and journal held.
+	Incidents []views.Incident `json:"incidents"`
 	// NearbyOrphans, for an unverified execution, are orphan effects
 	// within its time window.
 	NearbyOrphans []trace.Effect `json:"nearby_orphan_effects,omitempty"`
@@ -212,7 +265,11 @@ func (s *Server) handleExecutionShow(c echo.Context) error {
 		Effects:       []effectJSON{},
 		Gaps:          d.gaps,
 		Findings:      d.findings,
+		Incidents:     views.NewIncidents(run, d.findings, d.gaps),
 		NearbyOrphans: d.nearbyOrphans,
+	}
+	if out.Incidents == nil {
+		out.Incidents = []views.Incident{}
 	}
 	if out.ModelCalls == nil {
 		out.ModelCalls = []trace.Span{}

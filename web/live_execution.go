@@ -72,7 +72,7 @@ func (s *Server) pushFragments(ctx context.Context, conn *websocket.Conn, id str
 	if err != nil {
 		return false, err
 	}
-	v := s.executionView(d, false, s.cfg.Now())
+	v := s.executionView(d, views.TimeRange{}, s.cfg.Now())
 	fragments := map[string]string{}
 	for target, component := range map[string]templ.Component{
 		"execution-header": views.ExecutionHeader(v),

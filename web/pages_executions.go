@@ -3,7 +3,9 @@ package web
 import (
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -20,6 +22,12 @@ func (s *Server) handleExecutionListPage(c echo.Context) error {
 		return err
 	}
 	form := views.ListFilter{Status: q.Status, Audit: q.Audit, Name: q.Name, HasFindings: q.HasFindings, Q: q.Q, From: q.From, To: q.To}
+	if unknown := unknownListParams(c); len(unknown) > 0 {
+		// The form again, with what was wrong, rather than an error page:
+		// a link from an old bookmark or another tool is fixed here.
+		v := views.ExecutionsView{Filter: form, FilterError: unknownFilterMessage(unknown), BaseURL: "http://" + c.Request().Host}
+		return render(c, http.StatusBadRequest, views.ExecutionsPage(v))
+	}
 	// The form's datetime-local inputs carry no zone: they are read as UTC,
 	// the zone every time on the page is shown in without JavaScript.
 	q.From, q.To = formTime(q.From), formTime(q.To)
@@ -64,23 +72,63 @@ func (s *Server) handleExecutionShowPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	var q executionPageQuery
+	if err := bindQuery(c, &q); err != nil {
+		return err
+	}
+	if err := q.validate(); err != nil {
+		return err
+	}
+	zoom, err := timelineRange(c)
+	if err != nil {
+		return err
+	}
 	d, err := s.loadExecution(c.Request().Context(), id)
 	if err != nil {
 		return err
 	}
-	v := s.executionView(d, c.QueryParam("lanes") == "all", s.cfg.Now())
+	v := s.executionView(d, zoom, s.cfg.Now())
+	v.View = views.ViewTimeline
+	if q.View == views.ViewSteps {
+		v.ShowSteps(views.NewStepTable(views.StepTableInput{Run: d.run, Findings: d.findings, Sort: q.Sort, Dir: q.Dir}))
+	}
 	return render(c, http.StatusOK, views.ExecutionPage(v))
 }
 
-// executionView builds the execution page's model. now is set for a live
-// re-render: running bars grow to it and a silence shows.
-func (s *Server) executionView(d executionData, showAll bool, now time.Time) views.ExecutionView {
+// executionPageQuery chooses the execution page's view and how the step
+// table is sorted.
+type executionPageQuery struct {
+	View string `query:"view"`
+	Sort string `query:"sort"`
+	Dir  string `query:"dir"`
+}
+
+// validate rejects a value the page does not know, naming the parameter
+// and the values it takes, rather than quietly showing the default.
+func (q executionPageQuery) validate() error {
+	for _, p := range []struct {
+		name, value string
+		allowed     []string
+	}{{"view", q.View, views.ExecutionViews}, {"sort", q.Sort, views.StepSorts}, {"dir", q.Dir, views.SortDirs}} {
+		if p.value != "" && !slices.Contains(p.allowed, p.value) {
+			return badQuery(p.name + ": must be one of " + strings.Join(p.allowed, ", ") + "; got " + strconv.Quote(p.value))
+		}
+	}
+	return nil
+}
+
+// executionView builds the execution page's model; zoom is the timeline's
+// range (the zero range: all of it). now is set for a live re-render:
+// running bars grow to it and a silence shows.
+func (s *Server) executionView(d executionData, zoom views.TimeRange, now time.Time) views.ExecutionView {
 	id := d.run.Execution.ID
+	incidents := views.NewIncidents(d.run, d.findings, d.gaps)
 	v := views.ExecutionView{
 		Execution: views.ExecutionRow{Execution: d.run.Execution, Counts: d.run.Counts(),
 			Findings: len(d.findings), CriticalFindings: trace.CriticalCount(d.findings), AuditState: d.verdict.State},
-		Timeline: views.NewTimeline(views.TimelineInput{Run: d.run, Gaps: d.gaps, States: d.states, ShowAll: showAll,
-			Now: now, SilenceAfter: s.cfg.Analysis.GapThreshold}),
+		Incidents: incidents,
+		Timeline: views.NewTimeline(views.TimelineInput{Run: d.run, Gaps: d.gaps, States: d.states, Findings: d.findings, Range: zoom,
+			Now: now, SilenceAfter: s.cfg.Analysis.GapThreshold, Marks: views.NewIncidentMarks(incidents)}),
 		ShowAllURL: views.AllLanesURL(id),
 		Gaps:       d.gaps,
 	}
@@ -111,6 +159,10 @@ func (s *Server) handleAttemptPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	findings, err := s.cfg.DB.Findings(c.Request().Context(), store.FindingFilter{ExecutionID: run.Execution.ID})
+	if err != nil {
+		return err
+	}
 	stepID := c.QueryParam("step")
 	for _, st := range run.Steps {
 		if st.ID != stepID {
@@ -118,8 +170,10 @@ func (s *Server) handleAttemptPage(c echo.Context) error {
 		}
 		for _, a := range st.Attempts {
 			if a.Number == n {
+				marks := views.NewIncidentMarks(views.NewIncidents(run, findings, trace.Gaps(run, s.cfg.Analysis)))
 				v := views.AttemptView{ExecutionID: run.Execution.ID, Step: st, Attempt: a, Outcome: run.Outcome(a),
-					Effects: run.StepEffects()[st.ID], HTTPCalls: views.HTTPCalls(run, a)}
+					Effects: run.StepEffects()[st.ID], HTTPCalls: views.HTTPCalls(run, a),
+					Culprit: marks.Culprit(st.ID, a.Number), EffectLabels: marks.EffectLabels}
 				if wantsFragment(c) {
 					return render(c, http.StatusOK, views.AttemptDetail(v))
 				}
@@ -152,6 +206,7 @@ func (s *Server) handleEffectPage(c echo.Context) error {
 			return err
 		}
 		v.MessageURL = messages[ref]
+		v.Place, v.CausedBy = views.EffectPlace(views.NewIncidents(d.run, d.findings, d.gaps), ref)
 		for stepID, es := range d.run.StepEffects() {
 			for _, e := range es {
 				if e.Ref() == ref {

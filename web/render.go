@@ -7,13 +7,17 @@ import (
 
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
+
+	"github.com/oncetrace/oncetrace/views"
 )
 
 // render renders a component into a buffer first, so that a render error
-// reaches the error handler instead of leaving half a page.
+// reaches the error handler instead of leaving half a page. Times show in
+// the zone the reader chose (requestZone).
 func render(c echo.Context, status int, component templ.Component) error {
 	var buf bytes.Buffer
-	if err := component.Render(c.Request().Context(), &buf); err != nil {
+	ctx := views.WithZone(c.Request().Context(), requestZone(c.Request()))
+	if err := component.Render(ctx, &buf); err != nil {
 		return fmt.Errorf("web: render %s: %w", c.Path(), err)
 	}
 	return c.HTMLBlob(status, buf.Bytes())

@@ -17,7 +17,7 @@ import (
 // BenchmarkExecutionPage renders the execution page of one execution of
 // 10,000 attempts, served from a real store, and reports the HTML size.
 // Two shapes: 100 steps of 100 attempts (every lane drawn, compact bars),
-// and 1,000 steps of 10 (lanes beyond the first 200 collapsed).
+// and 1,000 steps of 10 (every lane on the page, in collapsed groups).
 func BenchmarkExecutionPage(b *testing.B) {
 	for _, shape := range []struct{ steps, attempts int }{{100, 100}, {1000, 10}} {
 		b.Run(fmt.Sprintf("%dx%d", shape.steps, shape.attempts), func(b *testing.B) {

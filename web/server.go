@@ -122,6 +122,7 @@ func (s *Server) routes() {
 	// another site must not send.
 	e.Pre(allowHosts(s.cfg.AllowedHosts))
 	e.Use(s.observeRequests) // metrics.go: outermost, so it times and counts every answer
+	e.Use(compress())        // compress.go: gzip for clients that accept it
 	e.Use(securityHeaders, s.guardWrites())
 	e.Use(s.requireRead) // auth.go: every GET but these open ones needs the read token when one applies
 	e.GET("/login", s.handleLoginPage)
@@ -130,6 +131,7 @@ func (s *Server) routes() {
 	e.GET("/metrics", s.handleMetrics)
 	e.GET("/healthz", s.handleHealth)
 	e.GET("/static/*", echo.WrapHandler(http.StripPrefix("/static/", staticFiles())))
+	e.GET("/favicon.ico", handleFavicon)
 
 	e.GET("/", s.handleExecutionListPage)
 	e.GET("/executions/:id", s.handleExecutionShowPage)
@@ -146,6 +148,7 @@ func (s *Server) routes() {
 	e.GET("/outbox/messages/raw", s.handleMessageRaw)
 	e.GET("/keys/:key", s.handleKeyPage)
 	e.GET("/key", s.handleKeyPage)
+	e.GET("/compare", s.handleComparePage)
 	e.GET("/live", s.handleLivePage)
 
 	api := e.Group("/api/v1")
@@ -159,6 +162,7 @@ func (s *Server) routes() {
 	api.GET("/findings", s.handleFindingList)
 	api.GET("/keys/:key", s.handleKeyShow)
 	api.GET("/key", s.handleKeyShow)
+	api.GET("/compare", s.handleCompare)
 	api.GET("/stream", s.handleStream)
 	api.GET("/live", s.handleLiveSocket)
 
@@ -172,6 +176,8 @@ func (s *Server) routes() {
 	box.PUT("/faults", echo.WrapHandler(http.HandlerFunc(s.sandbox.ServeFaults)), s.requireIngestToken)
 	box.DELETE("/faults", echo.WrapHandler(http.HandlerFunc(s.sandbox.ServeFaults)), s.requireIngestToken)
 	box.GET("/log", echo.WrapHandler(http.HandlerFunc(s.sandbox.ServeLog)))
+
+	answerHeadAsGet(e) // compress.go: last, so every GET route above answers HEAD
 }
 
 // ServeHTTP lets the server be used as an http.Handler.
@@ -278,6 +284,13 @@ func (s *Server) handleError(err error, c echo.Context) {
 		}
 	}
 	_ = c.JSON(status, map[string]string{"error": msg})
+}
+
+// handleFavicon is GET /favicon.ico, which browsers ask for whatever the
+// page links: the SVG mark, named by its type, kept for a week.
+func handleFavicon(c echo.Context) error {
+	c.Response().Header().Set("Cache-Control", "public, max-age=604800")
+	return c.Blob(http.StatusOK, "image/svg+xml", static.Favicon)
 }
 
 // staticFiles serves the embedded stylesheet and scripts. They change only

@@ -9,6 +9,9 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	// The static binary renders pages in a reader's chosen time zone
+	// (the oncetrace_tz cookie) on hosts without a zoneinfo database.
+	_ "time/tzdata"
 )
 
 // version is stamped by `make build` with -ldflags -X.

@@ -1,60 +1,120 @@
-// oncetrace: the only script. Pages work without it; it adds local times
-// and the execution page's detail panel.
+// oncetrace: the only script. Pages work without it; it adds the time
+// zone toggle and the execution page's detail panel.
 (function () {
   "use strict";
 
-  // Times arrive in UTC; show them in the browser's zone, UTC on hover.
-  function localTimes(root) {
-    root.querySelectorAll("time[datetime]").forEach(function (el) {
-      var d = new Date(el.getAttribute("datetime"));
-      if (isNaN(d)) return;
-      el.textContent = d.toLocaleString(undefined, {
-        year: "numeric", month: "short", day: "numeric",
-        hour: "2-digit", minute: "2-digit", second: "2-digit", fractionalSecondDigits: 3,
+  // Times are rendered by the server in the zone the oncetrace_tz cookie
+  // names (UTC without it), each followed by its zone's name; the toggle
+  // stores "utc" or the browser's IANA zone and reloads. Nothing here
+  // rewrites a time, so no time is ever converted twice.
+  var tz = document.getElementById("tz-toggle");
+  if (tz) {
+    var browserZone = "";
+    try { browserZone = Intl.DateTimeFormat().resolvedOptions().timeZone || ""; } catch (e) { /* no Intl */ }
+    if (browserZone) {
+      tz.hidden = false;
+      tz.title = tz.getAttribute("data-zone") === "UTC" ? "Show times in " + browserZone : "Show times in UTC";
+      tz.addEventListener("click", function () {
+        var next = tz.getAttribute("data-zone") === "UTC" ? browserZone : "utc";
+        // IANA names are cookie-safe as they are; the server reads them verbatim.
+        if (!/^[A-Za-z0-9_+\/-]+$/.test(next)) next = "utc";
+        document.cookie = "oncetrace_tz=" + next + "; path=/; max-age=31536000; samesite=lax";
+        location.reload();
       });
-    });
+    }
   }
 
   // The detail panel: clicking or keyboard-focusing an attempt or effect
   // fetches its detail, rendered by the server, and shows it beside the
   // timeline. Without the script the same link opens the detail's page.
+  // On a narrow screen the panel is a bottom sheet (the stylesheet's
+  // media query, repeated here): it opens on click only, takes the focus,
+  // and gives it back to the link when closed by its button or Escape.
   var panel = document.getElementById("detail");
+  var body = document.getElementById("detail-body");
+  var closeButton = panel && panel.querySelector(".detail-close");
+  var narrow = window.matchMedia("(max-width: 1100px)");
   var shown = null;
-  function show(link) {
-    if (!panel || !link || link === shown) return;
-    shown = link;
+  var closing = false; // giving the focus back must not reopen the detail
+  function isSheet() { return narrow.matches; }
+  function select(link) {
     document.querySelectorAll(".selected").forEach(function (el) { el.classList.remove("selected"); });
     link.classList.add("selected");
+  }
+  function show(link, takeFocus) {
+    if (!panel || !body || !link || link === shown) return;
+    shown = link;
+    select(link);
     fetch(link.getAttribute("href"), { headers: { "X-Oncetrace-Fragment": "1" } })
       .then(function (r) { if (!r.ok) throw new Error(r.status); return r.text(); })
       .then(function (html) {
         if (shown !== link) return;
         var doc = new DOMParser().parseFromString(html, "text/html");
-        panel.replaceChildren.apply(panel, Array.from(doc.body.childNodes));
-        localTimes(panel);
+        body.replaceChildren.apply(body, Array.from(doc.body.childNodes));
+        panel.classList.add("open");
+        panel.scrollTop = 0;
+        if (takeFocus) {
+          panel.focus({ preventScroll: true });
+          keepAboveSheet(link);
+        }
       })
       .catch(function () { window.location.href = link.getAttribute("href"); });
   }
-  var detailLinks = ".attempt-link, .effect-link";
+  // The sheet covers the bottom of the screen: scroll the clicked link
+  // into the part still visible.
+  function keepAboveSheet(link) {
+    var r = link.getBoundingClientRect();
+    var top = window.innerHeight - panel.getBoundingClientRect().height;
+    if (r.bottom > top - 8) window.scrollBy(0, r.bottom - top + 16);
+    else if (r.top < 0) window.scrollBy(0, r.top - 16);
+  }
+  function close() {
+    if (!panel || !panel.classList.contains("open")) return;
+    panel.classList.remove("open");
+    var back = shown;
+    shown = null;
+    if (back && document.contains(back)) {
+      closing = true;
+      back.focus({ preventScroll: true });
+      closing = false;
+    }
+  }
+  if (closeButton) {
+    closeButton.hidden = false;
+    closeButton.addEventListener("click", close);
+  }
+  document.addEventListener("keydown", function (e) {
+    if (e.key === "Escape" && isSheet() && panel && panel.classList.contains("open")) {
+      e.preventDefault();
+      close();
+    }
+  });
+  var detailLinks = ".attempt-link, .effect-link, .step-detail-link";
   document.addEventListener("click", function (e) {
     var link = e.target.closest && e.target.closest(detailLinks);
     if (!link || !panel) return;
+    if (e.ctrlKey || e.metaKey || e.shiftKey || e.button > 0) return; // a new tab gets the page
     e.preventDefault();
     shown = null;
-    show(link);
+    show(link, isSheet());
   });
+  // Tabbing through the bars opens each beside the timeline; a sheet would
+  // cover the page at every Tab, so there a link opens on Enter (a click).
   document.addEventListener("focusin", function (e) {
     var link = e.target.closest && e.target.closest(detailLinks);
-    if (link) show(link);
+    if (link && !closing && !isSheet()) show(link, false);
   });
-  // A finding's link to #attempt-… focuses that attempt, which opens it.
+  // A finding's link to #attempt-… focuses that attempt, which opens it
+  // beside the timeline; on a narrow screen it opens the sheet, since the
+  // reader asked for that attempt.
   function focusHash() {
     if (!location.hash) return;
     var el = document.getElementById(decodeURIComponent(location.hash.slice(1)));
-    if (el && el.matches(detailLinks)) el.focus();
+    if (!el || !el.matches(detailLinks)) return;
+    el.focus();
+    if (isSheet()) { shown = null; show(el, true); }
   }
   window.addEventListener("hashchange", focusHash);
-  localTimes(document);
   focusHash();
 
   // Live parts. The server renders every fragment with the components the
@@ -105,7 +165,7 @@
       Object.keys(m.fragments || {}).forEach(function (id) {
         var old = document.getElementById(id);
         var next = fragment(m.fragments[id]);
-        if (old && next) { old.replaceWith(next); localTimes(next); }
+        if (old && next) old.replaceWith(next);
       });
       if (shown && shown.id) { // keep the selected attempt marked
         var again = document.getElementById(shown.id);
@@ -127,7 +187,6 @@
     function insert(m) {
       var row = fragment(m.fragments.row);
       if (!row) return;
-      localTimes(row);
       rows.insertBefore(row, rows.firstChild);
       while (rows.children.length > cap) rows.removeChild(rows.lastChild);
       var empty = document.getElementById("live-empty");

@@ -1,0 +1,147 @@
+// oncetrace timeline: a link to an attempt, an effect or a lane opens the
+// group that holds it, scrolls it into view and outlines its lane; a drag
+// on the overview zooms (the zoom form does the same without a script).
+(function () {
+  "use strict";
+
+  // reveal opens the <details> around el, scrolls its lane into view inside
+  // the timeline's box and the page, and outlines the lane.
+  function reveal(el) {
+    for (var p = el.parentElement; p; p = p.parentElement) {
+      if (p.tagName === "DETAILS" && !p.open) p.open = true;
+    }
+    var lane = el.closest(".lane") || el.closest(".tl-row") || el;
+    var box = lane.closest(".tl-scroll");
+    if (box && lane.classList.contains("lane")) {
+      var head = box.querySelector(".tl-head");
+      var top = lane.getBoundingClientRect().top - box.getBoundingClientRect().top + box.scrollTop;
+      box.scrollTop = Math.max(0, top - (head ? head.offsetHeight : 0) - 8);
+    }
+    if (box) {
+      var r = box.getBoundingClientRect();
+      if (r.top < 0 || r.bottom > window.innerHeight) box.scrollIntoView({ block: "start" });
+    }
+    if (lane.classList.contains("lane")) {
+      document.querySelectorAll(".lane.tl-target").forEach(function (l) { l.classList.remove("tl-target"); });
+      void lane.offsetWidth; // restart the fading outline
+      lane.classList.add("tl-target");
+    }
+    // The bar itself scrolled into the box's visible part sideways too.
+    if (box && el !== lane && el.getBoundingClientRect) {
+      var er = el.getBoundingClientRect(), br = box.getBoundingClientRect();
+      var name = lane.querySelector(".tl-name");
+      var left = br.left + (name ? name.offsetWidth : 0);
+      if (er.width > 0 && (er.left < left || er.right > br.right)) box.scrollLeft += er.left - left - 40;
+    }
+    if (el.matches && el.matches(".attempt-link, .effect-link")) el.focus({ preventScroll: true });
+  }
+
+  function target(hash) {
+    if (!hash || hash.length < 2) return null;
+    var el = document.getElementById(decodeURIComponent(hash.slice(1)));
+    return el && el.closest(".tl-scroll") ? el : null;
+  }
+
+  // Before oncetrace.js's own hashchange listener (capture runs first at
+  // the target), so the element it focuses is no longer in a closed group.
+  window.addEventListener("hashchange", function () {
+    var el = target(location.hash);
+    if (el) reveal(el);
+  }, true);
+  // A click on a link to the hash already in the URL fires no hashchange.
+  document.addEventListener("click", function (e) {
+    var a = e.target.closest && e.target.closest('a[href^="#"]');
+    if (!a || a.getAttribute("href") !== location.hash) return;
+    var el = target(a.getAttribute("href"));
+    if (el) { e.preventDefault(); reveal(el); }
+  });
+  var first = target(location.hash);
+  if (first) reveal(first);
+
+  // An effect in the outbox lane outlines the lane of the step that caused
+  // it while hovered or focused.
+  function linked(e, on) {
+    var a = e.target.closest && e.target.closest(".effect-link[data-lane]");
+    if (!a || !a.getAttribute("data-lane")) return;
+    var lane = document.getElementById(a.getAttribute("data-lane"));
+    if (lane) lane.classList.toggle("tl-linked", on);
+  }
+  document.addEventListener("mouseover", function (e) { linked(e, true); });
+  document.addEventListener("mouseout", function (e) { linked(e, false); });
+  document.addEventListener("focusin", function (e) { linked(e, true); });
+  document.addEventListener("focusout", function (e) { linked(e, false); });
+
+  // A live page replaces the whole timeline every second: keep the reader's
+  // scroll position and the groups they opened or closed across it.
+  var kept = { top: 0, left: 0, open: {} };
+  document.addEventListener("scroll", function (e) {
+    var box = e.target;
+    if (box.classList && box.classList.contains("tl-scroll")) { kept.top = box.scrollTop; kept.left = box.scrollLeft; }
+  }, true);
+  document.addEventListener("toggle", function (e) {
+    if (e.target.classList && e.target.classList.contains("tl-group")) kept.open[e.target.id] = e.target.open;
+  }, true);
+  var current = document.querySelector("#timeline .tl-scroll");
+  new MutationObserver(function () {
+    var box = document.querySelector("#timeline .tl-scroll");
+    if (!box || box === current) return;
+    current = box;
+    Object.keys(kept.open).forEach(function (id) {
+      var g = document.getElementById(id);
+      if (g && g.open !== kept.open[id]) g.open = kept.open[id];
+    });
+    box.scrollTop = kept.top;
+    box.scrollLeft = kept.left;
+  }).observe(document.body, { childList: true, subtree: true });
+
+  // The overview: a drag selects a range and loads ?from=&to= (seconds
+  // since the start). data-pieces maps x to time: "x0 x1 ms0 ms1,…".
+  var ov = document.querySelector(".tl-overview[data-pieces]");
+  if (!ov) return;
+  var pieces = ov.getAttribute("data-pieces").split(",").map(function (p) {
+    return p.split(" ").map(Number);
+  });
+  function msAt(x) {
+    for (var i = 0; i < pieces.length; i++) {
+      var p = pieces[i];
+      if (x <= p[1] || i === pieces.length - 1) {
+        var f = p[1] > p[0] ? Math.min(Math.max((x - p[0]) / (p[1] - p[0]), 0), 1) : 0;
+        return p[2] + f * (p[3] - p[2]);
+      }
+    }
+    return 0;
+  }
+  function svgX(e) {
+    var r = ov.getBoundingClientRect();
+    return (e.clientX - r.left) * (ov.viewBox.baseVal.width / r.width);
+  }
+  var start = null, band = null;
+  ov.addEventListener("pointerdown", function (e) {
+    start = svgX(e);
+    ov.setPointerCapture(e.pointerId);
+    band = document.createElementNS("http://www.w3.org/2000/svg", "rect");
+    band.setAttribute("class", "ov-drag");
+    band.setAttribute("y", "0");
+    band.setAttribute("height", ov.viewBox.baseVal.height);
+    band.setAttribute("x", start);
+    band.setAttribute("width", "0");
+    ov.appendChild(band);
+  });
+  ov.addEventListener("pointermove", function (e) {
+    if (start === null) return;
+    var x = svgX(e);
+    band.setAttribute("x", Math.min(start, x));
+    band.setAttribute("width", Math.abs(x - start));
+  });
+  ov.addEventListener("pointerup", function (e) {
+    if (start === null) return;
+    var x = svgX(e), a = Math.min(start, x), b = Math.max(start, x);
+    start = null;
+    band.remove();
+    if (b - a < 3) return; // a click, not a drag
+    var q = new URLSearchParams(location.search);
+    q.set("from", (msAt(a) / 1000).toFixed(3));
+    q.set("to", (msAt(b) / 1000).toFixed(3));
+    location.href = location.pathname + "?" + q.toString() + "#timeline";
+  });
+})();
