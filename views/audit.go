@@ -43,19 +43,11 @@ type AuditInput struct {
 	Verdict       trace.Verdict
 	Findings      []trace.Finding
 	NearbyOrphans []trace.Effect
-	// Timeline says which lanes the page draws: a step whose lane is
-	// hidden links to the page with every lane.
-	Timeline   Timeline
-	ShowAllURL string
 }
 
 // NewAuditView builds the audit's block of the execution page.
 func NewAuditView(in AuditInput) AuditView {
 	v := AuditView{State: in.Verdict.State, Critical: trace.CriticalCount(in.Findings), NearbyOrphans: in.NearbyOrphans}
-	drawn := map[string]bool{}
-	for _, l := range in.Timeline.Lanes {
-		drawn[l.StepID] = true
-	}
 	steps := map[string]trace.Step{}
 	for _, s := range in.Run.Steps {
 		steps[s.ID] = s
@@ -75,9 +67,6 @@ func NewAuditView(in AuditInput) AuditView {
 		}
 		if n := len(s.Attempts); n > 0 {
 			l.Href = "#" + AttemptAnchor(id, s.Attempts[n-1].Number)
-			if !drawn[id] && in.ShowAllURL != "" {
-				l.Href = in.ShowAllURL + l.Href
-			}
 		}
 		v.Unverified = append(v.Unverified, l)
 	}

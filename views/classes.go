@@ -43,13 +43,6 @@ func laneCountClass(l Lane) string {
 	return "lane-count"
 }
 
-func tickAnchor(t Tick, i, n int) string {
-	if i == n-1 && n > 1 {
-		return "end"
-	}
-	return "start"
-}
-
 func severityIcon(s trace.Severity) string {
 	if s == trace.SeverityCritical {
 		return "✗"
@@ -77,24 +70,6 @@ func stateLabel(s trace.MatchState) string {
 	return "◆ " + string(s)
 }
 
-func barLabelClass(b Bar) string {
-	if b.Inside && !b.Ghost {
-		return "bar-label inside"
-	}
-	return "bar-label"
-}
-
-// Inside a lane: the bar spans 6–24 px; its label sits inside it when
-// it fits, else below it.
-func labelY(b Bar) string {
-	if b.Inside {
-		return "19"
-	}
-	return "39"
-}
-
-func laneTransform(l Lane) string { return "translate(0 " + px(l.Y) + ")" }
-
 // classClass marks an unknown class, which the audit treats as possibly
 // writing, apart from the classes a user chose.
 func classClass(c trace.EffectClass) string {
@@ -109,12 +84,4 @@ func modelClass(m ModelMark) string {
 		return "model-call model-error"
 	}
 	return "model-call"
-}
-
-// modelLabelY puts a model call's label inside its bar, or below it.
-func modelLabelY(m ModelMark) string {
-	if m.Inside {
-		return "19"
-	}
-	return "39"
 }

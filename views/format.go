@@ -104,8 +104,6 @@ func PrettyJSON(raw json.RawMessage) string {
 	return buf.String()
 }
 
-func pct(v float64) string { return trimZero(fmt.Sprintf("%.3f", v)) + "%" }
-
 func px(v int) string { return fmt.Sprint(v) }
 
 func plural(n int, one, many string) string {

@@ -231,7 +231,7 @@ func TestIncidentCauseByTime(t *testing.T) {
 // header's badge shows the audit state beside the run status.
 func TestIncidentInHeader(t *testing.T) {
 	run := demoNaive()
-	v := executionView(run, false)
+	v := executionView(run)
 	v.Incidents = demoIncidents(run)
 	doc := renderChecked(t, views.ExecutionHeader(v), htmlcheck.Fragment)
 	sentence := one(t, doc, "incident-sentence")
@@ -376,5 +376,11 @@ func TestFindingsPanelGroups(t *testing.T) {
 	}
 	if len(byTestID(groups[0], "findings-more")) != 0 {
 		t.Errorf("a group of one: got a \"show more\", want none")
+	}
+	if href := attr(one(t, doc, "jump-to-timeline"), "href"); href != "#timeline-title" {
+		t.Errorf("jump past 15 findings: got href %q, want \"#timeline-title\"", href)
+	}
+	if few := renderChecked(t, views.FindingsPanel(fs[:3]), htmlcheck.Fragment); len(byTestID(few, "jump-to-timeline")) != 0 {
+		t.Errorf("3 findings: got a jump to the timeline, want none")
 	}
 }

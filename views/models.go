@@ -77,10 +77,9 @@ type ExecutionView struct {
 	Audit     AuditView
 	Findings  []FindingView
 	// Incidents tell the critical findings in sentences (NewIncidents).
-	Incidents  []Incident
-	Timeline   Timeline
-	ShowAllURL string
-	Gaps       []trace.Gap
+	Incidents []Incident
+	Timeline  Timeline
+	Gaps      []trace.Gap
 	// LiveURL, while the execution runs, is the WebSocket that pushes the
 	// page's fragments again as they change.
 	LiveURL string

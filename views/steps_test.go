@@ -178,7 +178,7 @@ func cellsOf(tr *html.Node) []*html.Node {
 
 func TestExecutionPageStepsTab(t *testing.T) {
 	run := unorderedRun()
-	v := executionView(run, false)
+	v := executionView(run)
 	v.ShowSteps(views.NewStepTable(views.StepTableInput{Run: run, Findings: trace.AuditRun(run, trace.DefaultConfig), Sort: "attempts", Dir: "desc"}))
 	doc := renderPage(t, views.ExecutionPage(v))
 
@@ -306,7 +306,7 @@ func TestExecutionPageStepsTab(t *testing.T) {
 }
 
 func TestExecutionPageTimelineTab(t *testing.T) {
-	v := executionView(fixtureRun(), false)
+	v := executionView(fixtureRun())
 	v.View = views.ViewTimeline
 	doc := renderPage(t, views.ExecutionPage(v))
 	if got := attr(one(t, doc, "tab-timeline"), "aria-current"); got != "page" {
@@ -338,7 +338,7 @@ func TestStepTableManySteps(t *testing.T) {
 			t.Fatalf("row %d: got %s, want %s", i, r.StepID, want)
 		}
 	}
-	v := executionView(run, false)
+	v := executionView(run)
 	v.ShowSteps(tbl)
 	doc := renderPage(t, views.ExecutionPage(v))
 	if got := len(byTestID(doc, "step-row")); got != 320 {

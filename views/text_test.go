@@ -180,9 +180,9 @@ func checkNoHiddenText(t *testing.T, page string, doc *html.Node) int {
 // and finds none of them obeyed: each is a visible marker.
 func TestHostileTextIsShownNotObeyed(t *testing.T) {
 	run := hostileRun()
-	v := executionView(run, true)
+	v := executionView(run)
 	orphan := trace.Effect{Provider: spoof("mail-api"), ID: spoof("msg_x"), Target: spoof("someone@else.dev"), At: at(3), IdempotencyKey: spoof("ik_orphan")}
-	vUnverified := executionView(run, true, orphan)
+	vUnverified := executionView(run, orphan)
 	s := run.Steps[2] // the email step: key, args, error, effects
 	attempt := views.AttemptView{ExecutionID: run.Execution.ID, Step: s, Attempt: s.Attempts[0], Outcome: run.Outcome(s.Attempts[0]),
 		Effects: run.StepEffects()[s.ID]}

@@ -65,17 +65,15 @@ type Timeline struct {
 	Empty bool
 	// Start is the moment offsets are counted from: the execution's start,
 	// or its first event.
-	Start   time.Time
-	Ticks   []Tick
-	Gaps    []GapMark
-	Grid    string // the tick lines as one SVG path, drawn in every row
-	Lanes   []Lane // in display order: lanes with findings first when grouped
-	Groups  []LaneGroup
-	Grouped bool
-	// HiddenLanes is always 0: every lane is on the page, in a group.
-	HiddenLanes int
-	TotalLanes  int
-	Effects     []EffectMark
+	Start      time.Time
+	Ticks      []Tick
+	Gaps       []GapMark
+	Grid       string // the tick lines as one SVG path, drawn in every row
+	Lanes      []Lane // in display order: lanes with findings first when grouped
+	Groups     []LaneGroup
+	Grouped    bool
+	TotalLanes int
+	Effects    []EffectMark
 	// EffectAnchors are the ids of effects outside the zoomed range, so a
 	// finding's link still finds the outbox lane.
 	EffectAnchors []string
@@ -125,11 +123,10 @@ type GapMark struct {
 
 // ModelMark is one model call in the model calls' lane.
 type ModelMark struct {
-	X, W   float64
-	Label  PlacedLabel // Text "" when it fits nowhere
-	Error  bool
-	Title  string
-	Inside bool // kept false: labels sit below bars (classes.go's modelLabelY still names it)
+	X, W  float64
+	Label PlacedLabel // Text "" when it fits nowhere
+	Error bool
+	Title string
 }
 
 // PlacedLabel is a label's text and where it sits; Text is "" for a label
@@ -170,7 +167,6 @@ type Lane struct {
 	// finding's link still finds the lane.
 	Anchors []string
 	Culprit bool
-	Y       int // unused: rows are laid out by the page (classes.go's laneTransform still names it)
 }
 
 // Bar is one attempt.
@@ -193,7 +189,6 @@ type Bar struct {
 	Anchor       string
 	Href         string
 	Title        string
-	Inside       bool // kept false: labels sit below bars, on the page's background
 	// Calls are the HTTP client calls the attempt made, as thin marks
 	// inside its bar.
 	Calls []CallMark

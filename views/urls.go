@@ -62,11 +62,6 @@ func executionURL(id, sub string, q url.Values) string {
 // ExecutionURL is the permalink of an execution's page.
 func ExecutionURL(id string) string { return executionURL(id, "", nil) }
 
-// AllLanesURL is an execution's page with every lane drawn.
-func AllLanesURL(executionID string) string {
-	return executionURL(executionID, "", url.Values{"lanes": {"all"}})
-}
-
 // ExecutionAPIURL is the JSON twin of an execution's page.
 func ExecutionAPIURL(id string) string {
 	return idURL("/api/v1/executions", "/api/v1/execution", "execution_id", id, "", nil)

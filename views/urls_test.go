@@ -83,7 +83,7 @@ func TestURLsRoundTripAnyID(t *testing.T) {
 			want                     map[string]string
 		}{
 			{u: views.ExecutionURL(id), prefix: "/executions", twin: "/execution", param: "execution_id"},
-			{u: views.AllLanesURL(id), prefix: "/executions", twin: "/execution", param: "execution_id", want: map[string]string{"lanes": "all"}},
+			{u: views.StepsURL(id, "attempts", "desc"), prefix: "/executions", twin: "/execution", param: "execution_id", want: map[string]string{"view": "steps", "sort": "attempts", "dir": "desc"}},
 			{u: views.ExecutionAPIURL(id), prefix: "/api/v1/executions", twin: "/api/v1/execution", param: "execution_id"},
 			{u: views.AttemptURL(id, other, 3), prefix: "/executions", sub: "/attempt", twin: "/execution", param: "execution_id",
 				want: map[string]string{"step": other, "n": "3"}},

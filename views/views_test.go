@@ -103,19 +103,17 @@ func fixtureRun() trace.Run {
 
 // executionView builds the page's model the way the web handler does;
 // orphans are the orphan effects near the execution, listed if unverified.
-func executionView(run trace.Run, showAll bool, orphans ...trace.Effect) views.ExecutionView {
+func executionView(run trace.Run, orphans ...trace.Effect) views.ExecutionView {
 	gaps := trace.Gaps(run, trace.DefaultConfig)
 	fs := trace.AuditRun(run, trace.DefaultConfig)
 	verdict := trace.Judge(run, fs)
 	v := views.ExecutionView{
 		Execution: views.ExecutionRow{Execution: run.Execution, Counts: run.Counts(),
 			Findings: len(fs), CriticalFindings: trace.CriticalCount(fs), AuditState: verdict.State},
-		Timeline:   views.NewTimeline(views.TimelineInput{Run: run, Gaps: gaps, States: trace.EffectStates(run), Findings: fs}),
-		ShowAllURL: views.ExecutionURL(run.Execution.ID) + "?lanes=all",
-		Gaps:       gaps,
+		Timeline: views.NewTimeline(views.TimelineInput{Run: run, Gaps: gaps, States: trace.EffectStates(run), Findings: fs}),
+		Gaps:     gaps,
 	}
-	v.Audit = views.NewAuditView(views.AuditInput{Run: run, Verdict: verdict, Findings: fs, NearbyOrphans: orphans,
-		Timeline: v.Timeline, ShowAllURL: v.ShowAllURL})
+	v.Audit = views.NewAuditView(views.AuditInput{Run: run, Verdict: verdict, Findings: fs, NearbyOrphans: orphans})
 	for _, f := range fs {
 		v.Findings = append(v.Findings, views.NewFindingView(f))
 	}
@@ -249,7 +247,7 @@ func laneOf(n *html.Node) string {
 // TestExecutionPage renders the fixture's execution page and checks each
 // thing the timeline must say, by data-testid.
 func TestExecutionPage(t *testing.T) {
-	doc := renderPage(t, views.ExecutionPage(executionView(fixtureRun(), false)))
+	doc := renderPage(t, views.ExecutionPage(executionView(fixtureRun())))
 
 	t.Run("duplicate finding", func(t *testing.T) {
 		var dup *html.Node
@@ -430,7 +428,7 @@ func TestExecutionPageCollapsesLanes(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			doc := renderPage(t, views.ExecutionPage(executionView(manySteps(tc.steps), false)))
+			doc := renderPage(t, views.ExecutionPage(executionView(manySteps(tc.steps))))
 			if got := len(byTestID(doc, "lane")); got != tc.steps {
 				t.Errorf("lanes: got %d, want all %d", got, tc.steps)
 			}
@@ -461,7 +459,7 @@ func TestExecutionPageCollapsesLanes(t *testing.T) {
 		run := manySteps(60)
 		run.Steps[42] = step(run.Steps[42].ID, "send_email", trace.EffectWrite, "mail-api", run.Steps[42].Attempts...)
 		run.Effects = []trace.Effect{mail("m1", "", run.Steps[42].ID, 0.421), mail("m2", "", run.Steps[42].ID, 0.423)}
-		doc := renderPage(t, views.ExecutionPage(executionView(run, false)))
+		doc := renderPage(t, views.ExecutionPage(executionView(run)))
 		groups := byTestID(doc, "lane-group")
 		if len(groups) < 2 {
 			t.Fatalf("groups: got %d, want the flagged lanes' group and the rest", len(groups))
@@ -981,7 +979,7 @@ func TestExecutionPageAuditStates(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			doc := renderPage(t, views.ExecutionPage(executionView(tc.run, false, tc.orphans...)))
+			doc := renderPage(t, views.ExecutionPage(executionView(tc.run, tc.orphans...)))
 			for _, id := range auditStates {
 				if got, want := len(byTestID(doc, id)), map[bool]int{true: 1}[id == tc.want]; got != want {
 					t.Errorf("data-testid=%s: got %d elements, want %d", id, got, want)
@@ -1017,7 +1015,7 @@ func TestExecutionPageAuditStates(t *testing.T) {
 	}
 
 	t.Run("nearby orphan row", func(t *testing.T) {
-		doc := renderPage(t, views.ExecutionPage(executionView(oneWrite(), false, orphan)))
+		doc := renderPage(t, views.ExecutionPage(executionView(oneWrite(), orphan)))
 		row := text(one(t, doc, "nearby-orphan"))
 		for _, w := range []string{"mail-api", "◇ orphan msg_orphan", "someone@acme.dev", "2026-06-30 14:02:00.700 UTC", "ik_other"} {
 			if !strings.Contains(row, w) {
@@ -1030,7 +1028,7 @@ func TestExecutionPageAuditStates(t *testing.T) {
 		run := manySteps(250)
 		last := run.Steps[len(run.Steps)-1]
 		run.Steps[len(run.Steps)-1] = step(last.ID, "send_email", trace.EffectWrite, "", last.Attempts...)
-		doc := renderPage(t, views.ExecutionPage(executionView(run, false)))
+		doc := renderPage(t, views.ExecutionPage(executionView(run)))
 		block := one(t, doc, "audit-unverified")
 		want := "#" + views.AttemptAnchor(last.ID, 1)
 		var hrefs []string
@@ -1072,7 +1070,7 @@ func TestModelLane(t *testing.T) {
 		modelCall("0000000000000b01", 0, 0.9, "gpt-4o", 120, 18),
 		{ExecutionID: execID, SpanID: "0000000000000c01", Role: trace.RoleContext, Name: "agent step", StartedAt: at(0), EndedAt: at(2)},
 	}
-	v := executionView(run, false)
+	v := executionView(run)
 	if v.Execution.Steps != 2 || v.Execution.Attempts != 2 || v.Execution.Retries != 0 {
 		t.Errorf("counts: got %d steps, %d attempts, %d retries, want 2, 2, 0: model calls are not steps",
 			v.Execution.Steps, v.Execution.Attempts, v.Execution.Retries)
@@ -1130,7 +1128,7 @@ func TestModelLane(t *testing.T) {
 	if len(none.Models) != 0 {
 		t.Errorf("no model calls: got %d model bars, want none", len(none.Models))
 	}
-	if doc := renderPage(t, views.ExecutionPage(executionView(oneWrite(), false))); len(byTestID(doc, "model-lane")) != 0 {
+	if doc := renderPage(t, views.ExecutionPage(executionView(oneWrite()))); len(byTestID(doc, "model-lane")) != 0 {
 		t.Errorf("no model calls: got a model lane, want none")
 	}
 }
@@ -1211,7 +1209,7 @@ func TestAttemptHTTPCalls(t *testing.T) {
 		t.Errorf("an attempt without a span: got HTTP calls, want none")
 	}
 
-	doc := renderPage(t, views.ExecutionPage(executionView(run, false)))
+	doc := renderPage(t, views.ExecutionPage(executionView(run)))
 	marks := byTestID(doc, "http-mark")
 	if len(marks) != 1 || laneOf(marks[0]) != "step-2" {
 		t.Fatalf("HTTP marks: got %d, want 1 on step-2", len(marks))
@@ -1229,7 +1227,7 @@ func TestAttemptHTTPCalls(t *testing.T) {
 func TestUnknownClass(t *testing.T) {
 	run := oneWrite()
 	run.Steps[1] = step("step-2", "search_docs", trace.EffectUnknown, "", try(1, 0.3, 0.8, trace.OutcomeOK))
-	doc := renderPage(t, views.ExecutionPage(executionView(run, false)))
+	doc := renderPage(t, views.ExecutionPage(executionView(run)))
 	badge := one(t, doc, "unknown-badge")
 	if got := text(badge); got != "? unknown" || laneOf(badge) != "step-2" {
 		t.Errorf("unknown badge: got %q on lane %q, want ? unknown on step-2", got, laneOf(badge))

@@ -129,11 +129,10 @@ func (s *Server) executionView(d executionData, zoom views.TimeRange, now time.T
 		Incidents: incidents,
 		Timeline: views.NewTimeline(views.TimelineInput{Run: d.run, Gaps: d.gaps, States: d.states, Findings: d.findings, Range: zoom,
 			Now: now, SilenceAfter: s.cfg.Analysis.GapThreshold, Marks: views.NewIncidentMarks(incidents)}),
-		ShowAllURL: views.AllLanesURL(id),
-		Gaps:       d.gaps,
+		Gaps: d.gaps,
 	}
 	v.Audit = views.NewAuditView(views.AuditInput{Run: d.run, Verdict: d.verdict, Findings: d.findings,
-		NearbyOrphans: d.nearbyOrphans, Timeline: v.Timeline, ShowAllURL: v.ShowAllURL})
+		NearbyOrphans: d.nearbyOrphans})
 	if d.run.Execution.Status == trace.StatusRunning {
 		v.LiveURL = "/api/v1/live?" + url.Values{"view": {"execution"}, "execution_id": {id}}.Encode()
 	}
