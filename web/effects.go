@@ -18,7 +18,17 @@ type effectQuery struct {
 	Limit       string `query:"limit"`
 }
 
+// effectListParams and findingListParams are the parameters the outbox
+// (page and JSON) and the findings list take.
+var (
+	effectListParams  = queryParamNames(effectQuery{})
+	findingListParams = queryParamNames(findingQuery{})
+)
+
 func (s *Server) effectFilter(c echo.Context) (store.EffectFilter, error) {
+	if err := rejectUnknownParams(c, "the outbox", effectListParams); err != nil {
+		return store.EffectFilter{}, err
+	}
 	var q effectQuery
 	if err := bindQuery(c, &q); err != nil {
 		return store.EffectFilter{}, err
@@ -67,6 +77,9 @@ type findingListResponse struct {
 
 // handleFindingList is GET /api/v1/findings: the audit across executions.
 func (s *Server) handleFindingList(c echo.Context) error {
+	if err := rejectUnknownParams(c, "the findings list", findingListParams); err != nil {
+		return err
+	}
 	var q findingQuery
 	if err := bindQuery(c, &q); err != nil {
 		return err

@@ -51,12 +51,12 @@ func queryParamNames(v any) []string {
 	return names
 }
 
-// unknownListParams returns, sorted, the request's query parameters the
-// executions list does not take.
-func unknownListParams(c echo.Context) []string {
+// unknownParams returns, sorted, the request's query parameters that are
+// not among known.
+func unknownParams(c echo.Context, known []string) []string {
 	var unknown []string
 	for name := range c.QueryParams() {
-		if !slices.Contains(executionListParams, name) {
+		if !slices.Contains(known, name) {
 			unknown = append(unknown, name)
 		}
 	}
@@ -64,8 +64,10 @@ func unknownListParams(c echo.Context) []string {
 	return unknown
 }
 
-// unknownFilterMessage names the unknown parameters and the known ones.
-func unknownFilterMessage(unknown []string) string {
+// unknownFilterMessage names the unknown parameters and the ones the list
+// takes: a misspelt filter is refused rather than quietly ignored, which
+// would show an unfiltered list as if it were the answer.
+func unknownFilterMessage(list string, unknown, known []string) string {
 	quoted := make([]string, len(unknown))
 	for i, name := range unknown {
 		quoted[i] = strconv.Quote(name)
@@ -74,7 +76,16 @@ func unknownFilterMessage(unknown []string) string {
 	if len(unknown) > 1 {
 		what = "unknown filters "
 	}
-	return what + strings.Join(quoted, ", ") + "; the executions list takes " + strings.Join(executionListParams, ", ")
+	return what + strings.Join(quoted, ", ") + "; " + list + " takes " + strings.Join(known, ", ")
+}
+
+// rejectUnknownParams is a 400 naming any query parameter a list does not
+// take, or nil.
+func rejectUnknownParams(c echo.Context, list string, known []string) error {
+	if unknown := unknownParams(c, known); len(unknown) > 0 {
+		return badQuery(unknownFilterMessage(list, unknown, known))
+	}
+	return nil
 }
 
 func (q executionQuery) filter() (store.ExecutionFilter, error) {
@@ -157,8 +168,8 @@ func bindQuery(c echo.Context, q any) error {
 
 // handleExecutionList is GET /api/v1/executions.
 func (s *Server) handleExecutionList(c echo.Context) error {
-	if unknown := unknownListParams(c); len(unknown) > 0 {
-		return badQuery(unknownFilterMessage(unknown))
+	if err := rejectUnknownParams(c, "the executions list", executionListParams); err != nil {
+		return err
 	}
 	var q executionQuery
 	if err := bindQuery(c, &q); err != nil {

@@ -22,10 +22,10 @@ func (s *Server) handleExecutionListPage(c echo.Context) error {
 		return err
 	}
 	form := views.ListFilter{Status: q.Status, Audit: q.Audit, Name: q.Name, HasFindings: q.HasFindings, Q: q.Q, From: q.From, To: q.To}
-	if unknown := unknownListParams(c); len(unknown) > 0 {
+	if unknown := unknownParams(c, executionListParams); len(unknown) > 0 {
 		// The form again, with what was wrong, rather than an error page:
 		// a link from an old bookmark or another tool is fixed here.
-		v := views.ExecutionsView{Filter: form, FilterError: unknownFilterMessage(unknown), BaseURL: "http://" + c.Request().Host}
+		v := views.ExecutionsView{Filter: form, FilterError: unknownFilterMessage("the executions list", unknown, executionListParams), BaseURL: "http://" + c.Request().Host}
 		return render(c, http.StatusBadRequest, views.ExecutionsPage(v))
 	}
 	// The form's datetime-local inputs carry no zone: they are read as UTC,

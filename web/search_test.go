@@ -166,3 +166,43 @@ func TestExecutionListRejectsUnknownFilters(t *testing.T) {
 		}
 	}
 }
+
+// TestOtherListsRejectUnknownFilters checks that the outbox (page and
+// JSON) and the findings list refuse a parameter they do not take, naming
+// it and the ones they do, as the executions list does, and still take
+// all of theirs.
+func TestOtherListsRejectUnknownFilters(t *testing.T) {
+	base := startPagesServer(t)
+	postUIEvents(t, base, searchEvents())
+	for _, tt := range []struct {
+		path, unknown string
+		known         []string
+	}{
+		{"/api/v1/effects?recipient=jordan%40acme.dev", "recipient", []string{"provider", "state", "execution_id", "idempotency_key", "cursor", "limit"}},
+		{"/outbox?provider=mail&stat=orphan", "stat", []string{"provider", "state"}},
+		{"/api/v1/findings?rules=duplicate_effect", "rules", []string{"execution_id", "rule", "severity", "limit"}},
+	} {
+		r := fetchPage(t, base+tt.path, false)
+		if r.status != http.StatusBadRequest {
+			t.Errorf("GET %s: got %d, want 400", tt.path, r.status)
+			continue
+		}
+		if !bytes.Contains(r.body, []byte(tt.unknown)) {
+			t.Errorf("GET %s: got %s, want it to name %q", tt.path, r.body, tt.unknown)
+		}
+		for _, name := range tt.known {
+			if !bytes.Contains(r.body, []byte(name)) {
+				t.Errorf("GET %s: got %s, want it to list %q", tt.path, r.body, name)
+			}
+		}
+	}
+	for _, path := range []string{
+		"/api/v1/effects?provider=mail&state=orphan&execution_id=exec_inv&idempotency_key=k&limit=5",
+		"/outbox?provider=mail&state=duplicate",
+		"/api/v1/findings?execution_id=exec_inv&rule=duplicate_effect&severity=critical&limit=5",
+	} {
+		if r := fetchPage(t, base+path, false); r.status != http.StatusOK {
+			t.Errorf("GET %s: got %d %s, want 200", path, r.status, r.body)
+		}
+	}
+}
