@@ -23,9 +23,10 @@ import (
 // the hover title and the detail.
 const (
 	// ChartWidth is the time area's width in px: with the lane names
-	// (12rem) it fits beside the detail panel on a 1440 px screen; a
-	// narrower window scrolls the timeline sideways.
-	ChartWidth = 760
+	// (11rem) it fits beside the detail panel (20rem) on a 1280 px
+	// laptop, and alone (the detail a bottom sheet) down to about 900 px;
+	// a narrower window scrolls the timeline sideways.
+	ChartWidth = 680
 	axisH      = 48 // ticks, the axis line, gap labels, workers
 	laneH      = 55 // effect marks, the bar, two rows of labels
 	outboxH    = 46 // effect marks, two rows of labels

@@ -33,7 +33,7 @@
   var panel = document.getElementById("detail");
   var body = document.getElementById("detail-body");
   var closeButton = panel && panel.querySelector(".detail-close");
-  var narrow = window.matchMedia("(max-width: 1100px)");
+  var narrow = window.matchMedia("(max-width: 1260px)");
   var shown = null;
   var closing = false; // giving the focus back must not reopen the detail
   function isSheet() { return narrow.matches; }
