@@ -1,5 +1,8 @@
-// Package ingest turns wire formats into validated trace events and feeds
-// them to the store: it decodes and limits request bodies, derives canonical
-// ids, and runs the single writer that commits concurrent requests together
-// (group commit). It must not know about HTTP routing or HTML.
+// Package ingest turns wire formats into validated trace events: it decodes
+// native JSON and NDJSON events and maps OTLP spans, bounds request bodies
+// and events by their limits and the decode budget, redacts secrets,
+// classifies tools, and derives canonical ids. It is pure decoding, so that
+// its parsers can be fuzzed without a database: it must not import the
+// store (storing events is ingest/writer's job), nor know about HTTP
+// routing or HTML.
 package ingest

@@ -484,6 +484,11 @@ func sortedKeys(m map[string]any) []string {
 // is read whatever the limits are today.
 func ParseStored(body []byte) (trace.Event, error) { return ParseEvent(body, storedLimits) }
 
+// storedLimits re-reads the raw log: what was accepted once is read back
+// whatever the limits are today.
+var storedLimits = Limits{BodyBytes: math.MaxInt64, Events: math.MaxInt, IDBytes: math.MaxInt, JSONBytes: math.MaxInt,
+	TextBytes: math.MaxInt, Labels: math.MaxInt, LabelBytes: math.MaxInt, AttemptNumber: math.MaxInt}
+
 func article(noun string) string {
 	if strings.ContainsRune("aeiou", rune(noun[0])) {
 		return "an " + noun

@@ -24,8 +24,8 @@ import (
 // first the role each dialect's spans get, then what each role becomes.
 // Where a row lists several attributes, each case sends some of them and
 // checks which one won (first match wins). The tests that go through the
-// store (a span's events across export requests) are in
-// otlp_requests_test.go.
+// writer and the store (a span's events across export requests) are in
+// ingest/writer/otlp_requests_test.go.
 
 var otlpBase = time.Date(2026, 6, 30, 14, 2, 11, 0, time.UTC)
 

@@ -6,7 +6,9 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
 	"runtime"
 	"sort"
 	"strings"
@@ -52,9 +54,25 @@ type DB struct {
 	pruneStats pruneCounters // prune.go
 }
 
+// ErrNoDatabase is returned by OpenExisting when there is no database file
+// at the path.
+var ErrNoDatabase = errors.New("no such database")
+
 // Open opens (creating if needed) the database file at path and applies
 // pending migrations.
 func Open(ctx context.Context, path string, sync Sync) (*DB, error) {
+	return open(ctx, path, sync, true)
+}
+
+// OpenExisting is Open for a database that must already exist: a command
+// that reads or trims one must fail on a mistyped path, not pass on a new,
+// empty database. SQLite itself refuses to create the file (mode=rw), so
+// nothing can appear between a check and the open.
+func OpenExisting(ctx context.Context, path string, sync Sync) (*DB, error) {
+	return open(ctx, path, sync, false)
+}
+
+func open(ctx context.Context, path string, sync Sync, create bool) (*DB, error) {
 	if sync == "" {
 		sync = SyncNormal
 	}
@@ -68,6 +86,9 @@ func Open(ctx context.Context, path string, sync Sync) (*DB, error) {
 	for _, p := range pragmas[1:] {
 		dsn += "&_pragma=" + url.QueryEscape(p)
 	}
+	if !create {
+		dsn += "&mode=rw"
+	}
 	// The writer begins IMMEDIATE so that a transaction never has to
 	// upgrade its lock half way.
 	write, err := sql.Open("sqlite", dsn+"&_txlock=immediate")
@@ -77,7 +98,17 @@ func Open(ctx context.Context, path string, sync Sync) (*DB, error) {
 	write.SetMaxOpenConns(1)
 	write.SetMaxIdleConns(1)
 	write.SetConnMaxLifetime(0)
-	read, err := sql.Open("sqlite", dsn+"&_pragma=query_only(1)")
+	if !create {
+		if err := write.PingContext(ctx); err != nil {
+			write.Close()
+			// The stat only names the cause; the open above already refused.
+			if _, statErr := os.Stat(path); errors.Is(statErr, fs.ErrNotExist) {
+				return nil, fmt.Errorf("store: open %s: %w", path, ErrNoDatabase)
+			}
+			return nil, fmt.Errorf("store: open %s: %w", path, err)
+		}
+	}
+	read, err := sql.Open(readerDriver, dsn+"&_pragma=query_only(1)")
 	if err != nil {
 		write.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)

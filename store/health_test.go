@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/oncetrace/oncetrace/ingest"
+	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 )
@@ -99,7 +100,7 @@ func TestFullDatabaseRefusesWritesAndRecovers(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var res ingest.Result
+			var res writer.Result
 			res, results[i].err = w.Write(ctx, results[i].events)
 			if results[i].err == nil && res.Accepted != len(results[i].events) {
 				t.Errorf("client %d: accepted %d, want %d", i, res.Accepted, len(results[i].events))

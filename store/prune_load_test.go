@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/oncetrace/oncetrace/ingest"
+	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 	"github.com/oncetrace/oncetrace/web"
@@ -23,7 +24,7 @@ import (
 // its effect, and one recent execution for every 50 of them that sent the
 // same key (so the prune has peers to re-audit). It writes through the
 // writer in large batches, as a busy server would have.
-func loadOldExecutions(t *testing.T, w *ingest.Writer, now time.Time, n int) {
+func loadOldExecutions(t *testing.T, w *writer.Writer, now time.Time, n int) {
 	t.Helper()
 	old, recent := now.Add(-40*24*time.Hour), now.Add(-24*time.Hour)
 	body := bytes.Repeat([]byte("lorem ipsum "), 30)
@@ -138,7 +139,7 @@ func TestPruneWhileIngesting(t *testing.T) {
 			}
 		}()
 	}
-	res, err := db.Prune(ctx, store.PruneOptions{Before: now.Add(-30 * 24 * time.Hour), Interleave: true, Reaudit: ingest.Reaudit(trace.DefaultConfig),
+	res, err := db.Prune(ctx, store.PruneOptions{Before: now.Add(-30 * 24 * time.Hour), Interleave: true, Reaudit: writer.Reaudit(trace.DefaultConfig),
 		OnBatch: func(b store.PruneBatch) {
 			mu.Lock()
 			defer mu.Unlock()

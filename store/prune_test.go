@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/oncetrace/oncetrace/ingest"
+	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 )
@@ -31,7 +32,7 @@ import (
 //   - exec_other (1 day old) with its own effect, so mail-api stays fed.
 //   - exec_timeless: no time at all, received now.
 //   - orphan effects o_old (40 days) and o_new (1 day).
-func pruneWorld(t *testing.T, now time.Time) (*store.DB, *ingest.Writer) {
+func pruneWorld(t *testing.T, now time.Time) (*store.DB, *writer.Writer) {
 	t.Helper()
 	db, w := openDB(t)
 	old, recent := now.Add(-40*24*time.Hour), now.Add(-24*time.Hour)
@@ -238,7 +239,7 @@ func TestPruneDeletesOldExecutionsWithEverythingNamingThem(t *testing.T) {
 	}
 
 	var batches []store.PruneBatch
-	res, err := db.Prune(ctx, store.PruneOptions{Before: now.Add(-30 * 24 * time.Hour), Reaudit: ingest.Reaudit(trace.DefaultConfig),
+	res, err := db.Prune(ctx, store.PruneOptions{Before: now.Add(-30 * 24 * time.Hour), Reaudit: writer.Reaudit(trace.DefaultConfig),
 		OnBatch: func(b store.PruneBatch) { batches = append(batches, b) }})
 	if err != nil {
 		t.Fatal(err)
@@ -294,7 +295,7 @@ func TestPruneDeletesOldExecutionsWithEverythingNamingThem(t *testing.T) {
 	}
 
 	// A second prune finds nothing more.
-	again, err := db.Prune(ctx, store.PruneOptions{Before: now.Add(-30 * 24 * time.Hour), Reaudit: ingest.Reaudit(trace.DefaultConfig)})
+	again, err := db.Prune(ctx, store.PruneOptions{Before: now.Add(-30 * 24 * time.Hour), Reaudit: writer.Reaudit(trace.DefaultConfig)})
 	if err != nil || again.Rows != 0 {
 		t.Errorf("a second prune: got %d rows deleted (%v), want 0", again.Rows, err)
 	}
@@ -306,13 +307,13 @@ func TestPruneTimelessExecutionsByWhenTheyArrived(t *testing.T) {
 	ctx := context.Background()
 	// Received just now: a cutoff a minute ago keeps it, one in the
 	// future (everything older than it) deletes it.
-	if _, err := db.Prune(ctx, store.PruneOptions{Before: now.Add(-time.Minute), Reaudit: ingest.Reaudit(trace.DefaultConfig)}); err != nil {
+	if _, err := db.Prune(ctx, store.PruneOptions{Before: now.Add(-time.Minute), Reaudit: writer.Reaudit(trace.DefaultConfig)}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Run(ctx, "exec_timeless"); err != nil {
 		t.Errorf("exec_timeless after a prune of what is older than a minute: got %v, want it kept", err)
 	}
-	res, err := db.Prune(ctx, store.PruneOptions{Before: now.Add(time.Hour), Reaudit: ingest.Reaudit(trace.DefaultConfig)})
+	res, err := db.Prune(ctx, store.PruneOptions{Before: now.Add(time.Hour), Reaudit: writer.Reaudit(trace.DefaultConfig)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +346,7 @@ func TestPruneResumesWhatWasLeftToReaudit(t *testing.T) {
 	if got := findingRules(t, db, "exec_new"); !slices.Contains(got, "key_shared_across_executions") {
 		t.Fatalf("exec_new, not yet re-audited: got %v, want its stale findings still there", got)
 	}
-	res, err := db.Prune(ctx, store.PruneOptions{Before: now.Add(-30 * 24 * time.Hour), Reaudit: ingest.Reaudit(trace.DefaultConfig)})
+	res, err := db.Prune(ctx, store.PruneOptions{Before: now.Add(-30 * 24 * time.Hour), Reaudit: writer.Reaudit(trace.DefaultConfig)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -44,7 +45,15 @@ var ErrBadCursor = fmt.Errorf("cursor: not a cursor this server issued")
 
 // ListExecutions returns executions newest first, and the cursor of the
 // next page ("" on the last one).
-func (db *DB) ListExecutions(ctx context.Context, f ExecutionFilter) ([]ExecutionSummary, string, error) {
+func (db *DB) ListExecutions(ctx context.Context, f ExecutionFilter) (list []ExecutionSummary, next string, err error) {
+	err = db.inReadTx(ctx, func(tx *sql.Tx) error {
+		list, next, err = listExecutions(ctx, tx, f)
+		return err
+	})
+	return list, next, err
+}
+
+func listExecutions(ctx context.Context, q querier, f ExecutionFilter) ([]ExecutionSummary, string, error) {
 	limit := pageSize(f.Limit)
 	var where []string
 	var args []any
@@ -65,7 +74,7 @@ func (db *DB) ListExecutions(ctx context.Context, f ExecutionFilter) ([]Executio
 		}
 	}
 	if strings.TrimSpace(f.Q) != "" {
-		cond, condArgs, err := searchClause(ctx, db.read, f.Q) // search.go
+		cond, condArgs, err := searchClause(ctx, q, f.Q) // search.go
 		if err != nil {
 			return nil, "", err
 		}
@@ -92,7 +101,7 @@ func (db *DB) ListExecutions(ctx context.Context, f ExecutionFilter) ([]Executio
 	}
 	query += " ORDER BY sort_at DESC, execution_id DESC LIMIT ?"
 	args = append(args, limit+1)
-	rows, err := db.read.QueryContext(ctx, query, args...)
+	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("store: list executions: %w", err)
 	}
@@ -147,12 +156,16 @@ func decodeCursor(c string) (int64, string, error) {
 }
 
 // Run loads one execution with everything the audit and the views need.
-func (db *DB) Run(ctx context.Context, id string) (trace.Run, error) {
-	fed, err := fedProviders(ctx, db.read)
-	if err != nil {
-		return trace.Run{}, err
-	}
-	return loadRun(ctx, db.read, id, fed)
+func (db *DB) Run(ctx context.Context, id string) (run trace.Run, err error) {
+	err = db.inReadTx(ctx, func(tx *sql.Tx) error {
+		fed, err := fedProviders(ctx, tx)
+		if err != nil {
+			return err
+		}
+		run, err = loadRun(ctx, tx, id, fed)
+		return err
+	})
+	return run, err
 }
 
 // FindingFilter selects findings.
@@ -166,6 +179,10 @@ type FindingFilter struct {
 
 // Findings returns stored findings, critical first.
 func (db *DB) Findings(ctx context.Context, f FindingFilter) ([]trace.Finding, error) {
+	return findings(ctx, db.read, f)
+}
+
+func findings(ctx context.Context, q querier, f FindingFilter) ([]trace.Finding, error) {
 	var where []string
 	var args []any
 	if f.ExecutionID != "" {
@@ -188,7 +205,7 @@ func (db *DB) Findings(ctx context.Context, f FindingFilter) ([]trace.Finding, e
 	if f.Limit > 0 {
 		query += " LIMIT " + strconv.Itoa(f.Limit)
 	}
-	rows, err := db.read.QueryContext(ctx, query, args...)
+	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("store: findings: %w", err)
 	}
@@ -227,6 +244,10 @@ type EffectFilter struct {
 // Effects returns effects duplicates first, then orphans, then matched,
 // each group by provider and time, and the cursor of the next page.
 func (db *DB) Effects(ctx context.Context, f EffectFilter) ([]EffectRow, string, error) {
+	return effects(ctx, db.read, f)
+}
+
+func effects(ctx context.Context, q querier, f EffectFilter) ([]EffectRow, string, error) {
 	limit := pageSize(f.Limit)
 	var where []string
 	var args []any
@@ -258,7 +279,7 @@ func (db *DB) Effects(ctx context.Context, f EffectFilter) ([]EffectRow, string,
 	}
 	query += " ORDER BY " + order + " LIMIT ?"
 	args = append(args, limit+1)
-	rows, err := db.read.QueryContext(ctx, query, args...)
+	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("store: effects: %w", err)
 	}
@@ -316,10 +337,14 @@ func decodeEffectCursor(c string) ([]any, error) {
 // in [from, to], by time: what an unverified execution may have caused
 // without saying so.
 func (db *DB) OrphanEffectsBetween(ctx context.Context, from, to time.Time, limit int) ([]trace.Effect, error) {
+	return orphanEffectsBetween(ctx, db.read, from, to, limit)
+}
+
+func orphanEffectsBetween(ctx context.Context, q querier, from, to time.Time, limit int) ([]trace.Effect, error) {
 	if from.IsZero() || to.IsZero() {
 		return nil, nil
 	}
-	rows, err := db.read.QueryContext(ctx, `SELECT `+effectColumns+` FROM effects WHERE state = 'orphan' AND at BETWEEN ? AND ?
+	rows, err := q.QueryContext(ctx, `SELECT `+effectColumns+` FROM effects WHERE state = 'orphan' AND at BETWEEN ? AND ?
 		ORDER BY at, provider, effect_id LIMIT ?`, from.UnixNano(), to.UnixNano(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: orphans between: %w", err)
@@ -357,23 +382,59 @@ func (db *DB) Ping(ctx context.Context) error {
 	return db.read.QueryRowContext(ctx, `SELECT 1`).Scan(&n)
 }
 
-// EffectStates returns the stored match state of each effect.
+// EffectStates returns the stored match state of each effect, in one query
+// however many there are; an effect not stored is ErrNotFound.
 func (db *DB) EffectStates(ctx context.Context, refs []trace.EffectRef) (map[trace.EffectRef]trace.MatchState, error) {
+	return effectStates(ctx, db.read, refs)
+}
+
+func effectStates(ctx context.Context, q querier, refs []trace.EffectRef) (map[trace.EffectRef]trace.MatchState, error) {
 	out := make(map[trace.EffectRef]trace.MatchState, len(refs))
-	for _, r := range refs {
+	if len(refs) == 0 {
+		return out, nil
+	}
+	pairs := make([][2]string, len(refs))
+	for i, r := range refs {
+		pairs[i] = [2]string{r.Provider, r.ID}
+	}
+	list, err := json.Marshal(pairs)
+	if err != nil {
+		return nil, fmt.Errorf("store: effect states: %w", err)
+	}
+	// The refs are one JSON argument of [provider, id] pairs, so the text
+	// stays the same for any number; each pair is a primary key lookup.
+	rows, err := q.QueryContext(ctx, `SELECT e.provider, e.effect_id, e.state FROM json_each(?) AS ref
+		JOIN effects AS e ON e.provider = ref.value ->> 0 AND e.effect_id = ref.value ->> 1`, string(list))
+	if err != nil {
+		return nil, fmt.Errorf("store: effect states: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r trace.EffectRef
 		var state trace.MatchState
-		err := db.read.QueryRowContext(ctx, `SELECT state FROM effects WHERE provider = ? AND effect_id = ?`, r.Provider, r.ID).Scan(&state)
-		if err != nil {
-			return nil, fmt.Errorf("store: effect state %s/%s: %w", r.Provider, r.ID, err)
+		if err := rows.Scan(&r.Provider, &r.ID, &state); err != nil {
+			return nil, fmt.Errorf("store: effect states: %w", err)
 		}
 		out[r] = state
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: effect states: %w", err)
+	}
+	for _, r := range refs {
+		if _, ok := out[r]; !ok {
+			return nil, fmt.Errorf("store: effect state %s/%s: %w", r.Provider, r.ID, ErrNotFound)
+		}
 	}
 	return out, nil
 }
 
 // AttemptsWithKey returns every attempt, of any execution, that carried key.
 func (db *DB) AttemptsWithKey(ctx context.Context, key string) ([]trace.Attempt, error) {
-	rows, err := db.read.QueryContext(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE idempotency_key = ?
+	return attemptsWithKey(ctx, db.read, key)
+}
+
+func attemptsWithKey(ctx context.Context, q querier, key string) ([]trace.Attempt, error) {
+	rows, err := q.QueryContext(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE idempotency_key = ?
 		ORDER BY started_at, execution_id, step_id, attempt`, key)
 	if err != nil {
 		return nil, fmt.Errorf("store: attempts with key: %w", err)

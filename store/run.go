@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -87,60 +86,180 @@ func scanEffects(rows *sql.Rows) ([]trace.Effect, error) {
 
 // loadRun reads everything the audit needs about one execution.
 func loadRun(ctx context.Context, q querier, id string, fed map[string]bool) (trace.Run, error) {
-	run := trace.Run{FedProviders: fed}
-	x, err := scanExecution(q.QueryRowContext(ctx, `SELECT `+executionColumns+` FROM executions WHERE execution_id = ?`, id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return run, ErrNotFound
-	}
+	runs, err := loadRuns(ctx, q, []string{id}, fed)
 	if err != nil {
-		return run, fmt.Errorf("store: load execution %s: %w", id, err)
+		return trace.Run{FedProviders: fed}, err
 	}
-	run.Execution = x
-	rows, err := q.QueryContext(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE execution_id = ? ORDER BY step_id, attempt`, id)
-	if err != nil {
-		return run, fmt.Errorf("store: load attempts of %s: %w", id, err)
+	run, ok := runs[id]
+	if !ok {
+		return trace.Run{FedProviders: fed}, ErrNotFound
 	}
-	attempts, err := scanAttempts(rows)
-	if err != nil {
-		return run, fmt.Errorf("store: load attempts of %s: %w", id, err)
-	}
-	run.Steps = groupSteps(attempts)
+	return run, nil
+}
 
-	rows, err = q.QueryContext(ctx, `SELECT `+spanColumns+` FROM spans WHERE execution_id = ? ORDER BY started_at, span_id`, id)
-	if err != nil {
-		return run, fmt.Errorf("store: load spans of %s: %w", id, err)
+// loadRuns reads the executions asked for, each as loadRun would, in five
+// queries however many there are; an id with no execution is left out.
+// Every run shares fed, which is only read.
+func loadRuns(ctx context.Context, q querier, ids []string, fed map[string]bool) (map[string]trace.Run, error) {
+	runs := make(map[string]trace.Run, len(ids))
+	if len(ids) == 0 {
+		return runs, nil
 	}
-	if run.Spans, err = scanSpans(rows); err != nil {
-		return run, fmt.Errorf("store: load spans of %s: %w", id, err)
+	rows, err := q.QueryContext(ctx, `SELECT `+executionColumns+` FROM executions WHERE execution_id IN `+inList, jsonList(ids))
+	if err != nil {
+		return nil, fmt.Errorf("store: load executions: %w", err)
+	}
+	for rows.Next() {
+		x, err := scanExecution(rows)
+		if err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("store: load executions: %w", err)
+		}
+		runs[x.ID] = trace.Run{Execution: x, FedProviders: fed}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: load executions: %w", err)
+	}
+	if len(runs) == 0 {
+		return runs, nil
+	}
+	found := make([]string, 0, len(runs))
+	for id := range runs {
+		found = append(found, id)
+	}
+	sort.Strings(found)
+
+	rows, err = q.QueryContext(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE execution_id IN `+inList+` ORDER BY execution_id, step_id, attempt`, jsonList(found))
+	if err != nil {
+		return nil, fmt.Errorf("store: load attempts: %w", err)
+	}
+	all, err := scanAttempts(rows)
+	if err != nil {
+		return nil, fmt.Errorf("store: load attempts: %w", err)
+	}
+	// Sorted by execution, each run's attempts are a part of all, not a copy.
+	attempts := map[string][]trace.Attempt{}
+	for start := 0; start < len(all); {
+		end := start
+		for end < len(all) && all[end].ExecutionID == all[start].ExecutionID {
+			end++
+		}
+		attempts[all[start].ExecutionID] = all[start:end:end]
+		start = end
 	}
 
-	// The run's effects: those naming it, those carrying a key it sent, and
+	rows, err = q.QueryContext(ctx, `SELECT `+spanColumns+` FROM spans WHERE execution_id IN `+inList+` ORDER BY started_at, span_id`, jsonList(found))
+	if err != nil {
+		return nil, fmt.Errorf("store: load spans: %w", err)
+	}
+	allSpans, err := scanSpans(rows)
+	if err != nil {
+		return nil, fmt.Errorf("store: load spans: %w", err)
+	}
+	spans := map[string][]trace.Span{}
+	for _, s := range allSpans {
+		spans[s.ExecutionID] = append(spans[s.ExecutionID], s)
+	}
+
+	// A run's effects: those naming it, those carrying a key it sent, and
 	// those whose trace context is one of its traces (the execution id is
-	// the trace id unless the spans said otherwise).
-	keys := attemptKeys(attempts)
-	rows, err = q.QueryContext(ctx, `SELECT `+effectColumns+` FROM effects WHERE execution_id = ?
+	// the trace id unless the spans said otherwise). One query reads the
+	// union for every run; each run then keeps its own.
+	keys, traces := map[string][]string{}, map[string][]string{}
+	keySet, traceSet := map[string]bool{}, map[string]bool{}
+	for _, id := range found {
+		keys[id], traces[id] = attemptKeys(attempts[id]), runTraces(id, attempts[id], spans[id])
+		for _, k := range keys[id] {
+			keySet[k] = true
+		}
+		for _, t := range traces[id] {
+			traceSet[t] = true
+		}
+	}
+	allKeys, allTraces := sortedSet(keySet), sortedSet(traceSet)
+	rows, err = q.QueryContext(ctx, `SELECT `+effectColumns+` FROM effects WHERE execution_id IN `+inList+`
 		UNION SELECT `+effectColumns+` FROM effects WHERE idempotency_key IN `+inList+`
 		UNION SELECT `+effectColumns+` FROM effects WHERE trace_id IN `+inList+` ORDER BY at, provider, effect_id`,
-		id, jsonList(keys), jsonList(runTraces(id, attempts, run.Spans)))
+		jsonList(found), jsonList(allKeys), jsonList(allTraces))
 	if err != nil {
-		return run, fmt.Errorf("store: load effects of %s: %w", id, err)
+		return nil, fmt.Errorf("store: load effects: %w", err)
 	}
-	if run.Effects, err = scanEffects(rows); err != nil {
-		return run, fmt.Errorf("store: load effects of %s: %w", id, err)
+	effects, err := scanEffects(rows)
+	if err != nil {
+		return nil, fmt.Errorf("store: load effects: %w", err)
 	}
-	if len(keys) > 0 {
+	// Peers are the attempts of other executions carrying one of a run's
+	// keys: those of executions outside the batch are read, those inside
+	// it were read above (a run's own attempts are most of what its keys
+	// find, and are not read twice).
+	var peers []trace.Attempt
+	if len(allKeys) > 0 {
 		rows, err = q.QueryContext(ctx, `SELECT `+attemptColumns+` FROM attempts
-			WHERE idempotency_key IN `+inList+` AND execution_id != ? ORDER BY execution_id, step_id, attempt`,
-			jsonList(keys), id)
+			WHERE idempotency_key IN `+inList+` AND execution_id NOT IN `+inList+` ORDER BY execution_id, step_id, attempt`,
+			jsonList(allKeys), jsonList(found))
 		if err != nil {
-			return run, fmt.Errorf("store: load key peers of %s: %w", id, err)
+			return nil, fmt.Errorf("store: load key peers: %w", err)
 		}
-		if run.Peers, err = scanAttempts(rows); err != nil {
-			return run, fmt.Errorf("store: load key peers of %s: %w", id, err)
+		if peers, err = scanAttempts(rows); err != nil {
+			return nil, fmt.Errorf("store: load key peers: %w", err)
+		}
+		if len(found) > 1 {
+			for _, a := range all {
+				if keySet[a.IdempotencyKey] {
+					peers = append(peers, a)
+				}
+			}
+			sort.SliceStable(peers, func(i, j int) bool { return attemptBefore(peers[i], peers[j]) })
 		}
 	}
-	run.FoldHTTPCalls()
-	return run, nil
+	for _, id := range found {
+		run := runs[id]
+		run.Steps = groupSteps(attempts[id])
+		run.Spans = spans[id]
+		ownKeys, ownTraces := setOf(keys[id]), setOf(traces[id])
+		for _, f := range effects {
+			if f.ExecutionID == id || f.IdempotencyKey != "" && ownKeys[f.IdempotencyKey] || ownTraces[f.TraceID] {
+				run.Effects = append(run.Effects, f)
+			}
+		}
+		for _, a := range peers {
+			if a.ExecutionID != id && ownKeys[a.IdempotencyKey] {
+				run.Peers = append(run.Peers, a)
+			}
+		}
+		run.FoldHTTPCalls()
+		runs[id] = run
+	}
+	return runs, nil
+}
+
+// attemptBefore is the order of ORDER BY execution_id, step_id, attempt.
+func attemptBefore(a, b trace.Attempt) bool {
+	if a.ExecutionID != b.ExecutionID {
+		return a.ExecutionID < b.ExecutionID
+	}
+	if a.StepID != b.StepID {
+		return a.StepID < b.StepID
+	}
+	return a.Number < b.Number
+}
+
+func setOf(ss []string) map[string]bool {
+	out := make(map[string]bool, len(ss))
+	for _, s := range ss {
+		out[s] = true
+	}
+	return out
+}
+
+func sortedSet(set map[string]bool) []string {
+	out := make([]string, 0, len(set))
+	for s := range set {
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // groupSteps groups attempts (sorted by step, then number) into steps,

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oncetrace/oncetrace/ingest"
+	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
 )
 
@@ -20,7 +20,7 @@ import (
 //   - exec_pay: customer globex; charge_card on worker-2, one email to
 //     sam@globex.io naming its execution;
 //   - exec_trace: an OpenTelemetry run whose effect joins it by its trace.
-func searchWorld(t *testing.T) (*store.DB, *ingest.Writer, []map[string]any) {
+func searchWorld(t *testing.T) (*store.DB, *writer.Writer, []map[string]any) {
 	t.Helper()
 	db, w := openDB(t)
 	at := func(s int) string { return stamp(base.Add(time.Duration(s) * time.Second)) }

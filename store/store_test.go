@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/oncetrace/oncetrace/ingest"
+	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 )
@@ -24,13 +25,13 @@ func stamp(t time.Time) string { return t.Format(time.RFC3339Nano) }
 
 // openDB opens a fresh database file; the cleanup closes the writer first,
 // so that it commits what is queued while the database is still open.
-func openDB(t *testing.T) (*store.DB, *ingest.Writer) {
+func openDB(t *testing.T) (*store.DB, *writer.Writer) {
 	t.Helper()
 	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "oncetrace.db"), store.SyncNormal)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := ingest.NewWriter(db, ingest.DefaultWriterConfig)
+	w := writer.New(db, writer.DefaultConfig)
 	t.Cleanup(func() {
 		w.Close()
 		db.Close()
@@ -40,7 +41,7 @@ func openDB(t *testing.T) (*store.DB, *ingest.Writer) {
 
 // write stores events the way the server does: parsed by ingest, committed
 // by the writer.
-func write(t *testing.T, w *ingest.Writer, events ...map[string]any) ingest.Result {
+func write(t *testing.T, w *writer.Writer, events ...map[string]any) writer.Result {
 	t.Helper()
 	parsed := make([]trace.Event, 0, len(events))
 	for _, e := range events {
@@ -68,7 +69,7 @@ func TestOpenAppliesMigrationsOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := ingest.NewWriter(first, ingest.DefaultWriterConfig)
+	w := writer.New(first, writer.DefaultConfig)
 	write(t, w, map[string]any{"type": "execution", "execution_id": "exec_1", "status": "running", "started_at": stamp(base)})
 	w.Close()
 

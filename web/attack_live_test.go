@@ -20,6 +20,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/oncetrace/oncetrace/ingest"
+	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 )
@@ -49,12 +50,12 @@ func startFanOutServer(t *testing.T, buffer int) *fanOutServer {
 		t.Fatal(err)
 	}
 	fs := &fanOutServer{hub: NewHub(buffer), db: db}
-	wcfg := ingest.DefaultWriterConfig
-	wcfg.OnCommit = func(c ingest.Commit) {
+	wcfg := writer.DefaultConfig
+	wcfg.OnCommit = func(c writer.Commit) {
 		fs.commits.Add(1)
 		fs.hub.Publish(c)
 	}
-	w := ingest.NewWriter(db, wcfg)
+	w := writer.New(db, wcfg)
 	fs.srv = New(Config{DB: db, Writer: w, Limits: ingest.DefaultLimits, Analysis: trace.DefaultConfig, Hub: fs.hub})
 	fs.ts = httptest.NewUnstartedServer(fs.srv)
 	// Modest kernel send buffers, as across a network: a client that stops

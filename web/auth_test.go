@@ -17,6 +17,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/oncetrace/oncetrace/ingest"
+	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 	"github.com/oncetrace/oncetrace/web"
@@ -61,9 +62,9 @@ func startReadServerOn(t *testing.T, path, ingestToken string, auth web.AuthConf
 		t.Fatal(err)
 	}
 	hub := web.NewHub(0)
-	wcfg := ingest.DefaultWriterConfig
+	wcfg := writer.DefaultConfig
 	wcfg.OnCommit = hub.Publish
-	w := ingest.NewWriter(db, wcfg)
+	w := writer.New(db, wcfg)
 	clock := &testClock{now: time.Now()}
 	srv := web.New(web.Config{DB: db, Writer: w, Limits: ingest.DefaultLimits, Analysis: trace.DefaultConfig,
 		IngestToken: ingestToken, Hub: hub, Auth: auth, Now: clock.Now})

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
 	"github.com/oncetrace/oncetrace/ingest"
+	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 	"github.com/oncetrace/oncetrace/web"
@@ -36,12 +37,12 @@ func startBudgetServer(t *testing.T, budget int64, lim ingest.Limits) *budgetSer
 	if err != nil {
 		t.Fatal(err)
 	}
-	writer := ingest.NewWriter(db, ingest.DefaultWriterConfig)
-	ts := httptest.NewServer(web.New(web.Config{DB: db, Writer: writer, Limits: lim, Analysis: trace.DefaultConfig,
+	w := writer.New(db, writer.DefaultConfig)
+	ts := httptest.NewServer(web.New(web.Config{DB: db, Writer: w, Limits: lim, Analysis: trace.DefaultConfig,
 		MaxDecodeBytes: budget, DecodeWait: 100 * time.Millisecond}))
 	t.Cleanup(func() {
 		ts.Close()
-		writer.Close()
+		w.Close()
 		db.Close()
 	})
 	return &budgetServer{url: ts.URL, db: db}

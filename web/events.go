@@ -7,6 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/oncetrace/oncetrace/ingest"
+	"github.com/oncetrace/oncetrace/ingest/writer"
 )
 
 type ingestResponse struct {
@@ -51,7 +52,7 @@ func (s *Server) handleEventsIngest(c echo.Context) error {
 	if len(batch.Events) == 0 && len(batch.Rejected) > 0 {
 		// Nothing to store: a client error, not a 2xx a client would take
 		// for success. The body still lists every event's problem.
-		s.metrics.ingested("native", ingest.Result{}, batch.Rejected)
+		s.metrics.ingested("native", writer.Result{}, batch.Rejected)
 		return c.JSON(http.StatusBadRequest, allRejected(batch.Rejected))
 	}
 	res, err := s.cfg.Writer.Write(req.Context(), batch.Events)

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/oncetrace/oncetrace/ingest"
+	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 	"github.com/oncetrace/oncetrace/web"
@@ -30,7 +31,7 @@ func TestIngestRejectsBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writer := ingest.NewWriter(db, ingest.DefaultWriterConfig)
+	w := writer.New(db, writer.DefaultConfig)
 	// Small limits keep the over-limit bodies small and the test fast.
 	lim := ingest.DefaultLimits
 	lim.BodyBytes = 64 << 10
@@ -39,12 +40,12 @@ func TestIngestRejectsBadInput(t *testing.T) {
 	lim.TextBytes = 4 << 10
 	lim.Labels = 3
 	const token = "s3cret-ingest-token"
-	open := httptest.NewServer(web.New(web.Config{DB: db, Writer: writer, Limits: lim, Analysis: trace.DefaultConfig}))
-	guarded := httptest.NewServer(web.New(web.Config{DB: db, Writer: writer, Limits: lim, Analysis: trace.DefaultConfig, IngestToken: token}))
+	open := httptest.NewServer(web.New(web.Config{DB: db, Writer: w, Limits: lim, Analysis: trace.DefaultConfig}))
+	guarded := httptest.NewServer(web.New(web.Config{DB: db, Writer: w, Limits: lim, Analysis: trace.DefaultConfig, IngestToken: token}))
 	t.Cleanup(func() {
 		open.Close()
 		guarded.Close()
-		writer.Close()
+		w.Close()
 		db.Close()
 	})
 

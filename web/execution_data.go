@@ -23,40 +23,34 @@ type executionData struct {
 // maxNearbyOrphans bounds the orphan effects an unverified execution lists.
 const maxNearbyOrphans = 20
 
+// loadExecution reads the execution in one store read (one snapshot, a
+// constant number of queries), then derives what the page shows from it.
 func (s *Server) loadExecution(ctx context.Context, id string) (executionData, error) {
 	var d executionData
-	var err error
-	if d.run, err = s.cfg.DB.Run(ctx, id); err != nil {
+	// Orphans are listed beside an unverified execution only; the verdict
+	// needs the run and its findings, so the store asks once it has them.
+	r, err := s.cfg.DB.ReadExecution(ctx, id, func(run trace.Run, findings []trace.Finding) store.OrphanWindow {
+		if trace.Judge(run, findings).State != trace.StateUnverified {
+			return store.OrphanWindow{}
+		}
+		from, to := runWindow(run)
+		return store.OrphanWindow{From: from, To: to, Limit: maxNearbyOrphans + len(run.Effects)}
+	})
+	if err != nil {
 		return d, err
 	}
-	if d.findings, err = s.cfg.DB.Findings(ctx, store.FindingFilter{ExecutionID: id}); err != nil {
-		return d, err
-	}
-	refs := make([]trace.EffectRef, len(d.run.Effects))
-	for i, f := range d.run.Effects {
-		refs[i] = f.Ref()
-	}
-	if d.states, err = s.cfg.DB.EffectStates(ctx, refs); err != nil {
-		return d, err
-	}
+	d.run, d.findings, d.states = r.Run, r.Findings, r.States
 	d.gaps = trace.Gaps(d.run, s.cfg.Analysis)
 	d.verdict = trace.Judge(d.run, d.findings)
-	if d.verdict.State == trace.StateUnverified {
-		from, to := runWindow(d.run)
-		orphans, err := s.cfg.DB.OrphanEffectsBetween(ctx, from, to, maxNearbyOrphans+len(d.run.Effects))
-		if err != nil {
-			return d, err
-		}
-		// The run's own effects (one whose tool call never arrived is an
-		// orphan too) are listed already.
-		own := map[trace.EffectRef]bool{}
-		for _, f := range d.run.Effects {
-			own[f.Ref()] = true
-		}
-		for _, f := range orphans {
-			if !own[f.Ref()] && len(d.nearbyOrphans) < maxNearbyOrphans {
-				d.nearbyOrphans = append(d.nearbyOrphans, f)
-			}
+	// The run's own effects (one whose tool call never arrived is an
+	// orphan too) are listed already.
+	own := map[trace.EffectRef]bool{}
+	for _, f := range d.run.Effects {
+		own[f.Ref()] = true
+	}
+	for _, f := range r.Orphans {
+		if !own[f.Ref()] && len(d.nearbyOrphans) < maxNearbyOrphans {
+			d.nearbyOrphans = append(d.nearbyOrphans, f)
 		}
 	}
 	return d, nil

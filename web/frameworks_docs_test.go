@@ -18,6 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/oncetrace/oncetrace/ingest"
+	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 	"github.com/oncetrace/oncetrace/views"
@@ -85,12 +86,12 @@ func startServerWithSandboxClock(t *testing.T, name string) (*testServer, *atomi
 	}
 	clock := &atomic.Int64{} // Unix nanoseconds
 	clock.Store(time.Now().UnixNano())
-	writer := ingest.NewWriter(db, ingest.DefaultWriterConfig)
-	ts := httptest.NewServer(web.New(web.Config{DB: db, Writer: writer, Limits: ingest.DefaultLimits, Analysis: trace.DefaultConfig,
+	w := writer.New(db, writer.DefaultConfig)
+	ts := httptest.NewServer(web.New(web.Config{DB: db, Writer: w, Limits: ingest.DefaultLimits, Analysis: trace.DefaultConfig,
 		Sandbox: sandbox.Config{Now: func() time.Time { return time.Unix(0, clock.Load()).UTC() }}}))
 	t.Cleanup(func() {
 		ts.Close()
-		writer.Close()
+		w.Close()
 		db.Close()
 	})
 	return &testServer{name: name, ts: ts, db: db}, clock

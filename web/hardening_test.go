@@ -18,6 +18,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/oncetrace/oncetrace/ingest"
+	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 	"github.com/oncetrace/oncetrace/web"
@@ -45,9 +46,9 @@ func startHardenedServer(t *testing.T, o hardenedOptions) *hardenedServer {
 		t.Fatal(err)
 	}
 	hub := web.NewHub(0)
-	wcfg := ingest.DefaultWriterConfig
+	wcfg := writer.DefaultConfig
 	wcfg.OnCommit = hub.Publish
-	w := ingest.NewWriter(db, wcfg)
+	w := writer.New(db, wcfg)
 	srv := web.New(web.Config{DB: db, Writer: w, Limits: ingest.DefaultLimits, Analysis: trace.DefaultConfig,
 		Hub: hub, AllowedHosts: o.hosts, IngestToken: o.token})
 	ts := httptest.NewUnstartedServer(srv)

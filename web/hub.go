@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/oncetrace/oncetrace/ingest"
+	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/trace"
 )
 
@@ -177,7 +177,7 @@ type Hub struct {
 
 	// From Publish to the fan-out goroutine.
 	inMu       sync.Mutex
-	in         []ingest.Commit
+	in         []writer.Commit
 	inEvents   int
 	lostSeq    int64 // the highest sequence of commits dropped from in since the last round
 	lostCount  int64
@@ -380,7 +380,7 @@ func (h *Hub) Unsubscribe(s *Subscription) {
 // writer's goroutine, and only queues the commit for the fan-out, which it
 // wakes. If the fan-out has fallen liveQueueEvents behind, the oldest
 // commits are dropped; subscribers then read their events from the store.
-func (h *Hub) Publish(c ingest.Commit) {
+func (h *Hub) Publish(c writer.Commit) {
 	if len(c.Events) == 0 {
 		return
 	}
@@ -393,7 +393,7 @@ func (h *Hub) Publish(c ingest.Commit) {
 	h.inEvents += len(c.Events)
 	for h.inEvents > h.queueLimit && len(h.in) > 1 {
 		old := h.in[0]
-		h.in[0] = ingest.Commit{}
+		h.in[0] = writer.Commit{}
 		h.in = h.in[1:]
 		h.inEvents -= len(old.Events)
 		h.lostSeq = old.Events[len(old.Events)-1].Seq
@@ -448,7 +448,7 @@ func (h *Hub) run() {
 // fanOut builds the messages of commits once and hands them to every
 // subscriber in one batch; lostSeq > 0 says commits up to it were dropped
 // before.
-func (h *Hub) fanOut(commits []ingest.Commit, lostSeq int64) {
+func (h *Hub) fanOut(commits []writer.Commit, lostSeq int64) {
 	var items, events []*liveItem
 	bounds := make([]int, len(commits)+1) // commit i's items are items[bounds[i]:bounds[i+1]]
 	allButChanged := make([]int64, len(commits))

@@ -11,7 +11,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/oncetrace/oncetrace/ingest"
+	"github.com/oncetrace/oncetrace/ingest/writer"
 )
 
 // TestHubQueueDropsOldestAndMarksTheGap: when the fan-out falls more than
@@ -66,7 +66,7 @@ func TestHubQueueDropsOldestAndMarksTheGap(t *testing.T) {
 
 // publishWithinOnly runs Publish and fails if it does not return promptly,
 // without waiting for the fan-out (which the caller may be holding).
-func publishWithinOnly(t *testing.T, h *Hub, c ingest.Commit) {
+func publishWithinOnly(t *testing.T, h *Hub, c writer.Commit) {
 	t.Helper()
 	done := make(chan struct{})
 	go func() {

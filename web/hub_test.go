@@ -6,20 +6,21 @@ import (
 	"time"
 
 	"github.com/oncetrace/oncetrace/ingest"
+	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/trace"
 )
 
 // hubCommit is a commit of attempt events with sequence numbers from..to.
-func hubCommit(t *testing.T, from, to int64) ingest.Commit {
+func hubCommit(t *testing.T, from, to int64) writer.Commit {
 	t.Helper()
-	var c ingest.Commit
+	var c writer.Commit
 	for seq := from; seq <= to; seq++ {
 		raw := fmt.Sprintf(`{"type":"attempt","execution_id":"exec_hub","step_id":"step-%d","attempt":1,"provider":"mail-api"}`, seq)
 		ev, err := ingest.ParseEvent([]byte(raw), ingest.DefaultLimits)
 		if err != nil {
 			t.Fatal(err)
 		}
-		c.Events = append(c.Events, ingest.Committed{Seq: seq, Event: ev})
+		c.Events = append(c.Events, writer.Committed{Seq: seq, Event: ev})
 	}
 	return c
 }
@@ -27,7 +28,7 @@ func hubCommit(t *testing.T, from, to int64) ingest.Commit {
 // publishWithin runs Publish and fails the test if it does not return
 // promptly: Publish runs on the writer's goroutine and must never wait.
 // Then it waits for the hub's fan-out to have handed the commit out.
-func publishWithin(t *testing.T, h *Hub, c ingest.Commit) {
+func publishWithin(t *testing.T, h *Hub, c writer.Commit) {
 	t.Helper()
 	done := make(chan struct{})
 	go func() {

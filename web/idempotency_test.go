@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/oncetrace/oncetrace/ingest"
+	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 	"github.com/oncetrace/oncetrace/web"
@@ -304,11 +305,11 @@ func startServer(t *testing.T, name string, lim ingest.Limits) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writer := ingest.NewWriter(db, ingest.DefaultWriterConfig)
-	ts := httptest.NewServer(web.New(web.Config{DB: db, Writer: writer, Limits: lim, Analysis: trace.DefaultConfig}))
+	w := writer.New(db, writer.DefaultConfig)
+	ts := httptest.NewServer(web.New(web.Config{DB: db, Writer: w, Limits: lim, Analysis: trace.DefaultConfig}))
 	t.Cleanup(func() {
 		ts.Close()
-		writer.Close()
+		w.Close()
 		db.Close()
 	})
 	return &testServer{name: name, ts: ts, db: db}

@@ -30,25 +30,18 @@ type keyAttemptJSON struct {
 
 func (s *Server) loadKey(ctx context.Context, key string) (keyData, error) {
 	d := keyData{Key: key, Attempts: []keyAttemptJSON{}}
-	attempts, err := s.cfg.DB.AttemptsWithKey(ctx, key)
+	r, err := s.cfg.DB.ReadKey(ctx, key) // one snapshot, every run in one batch
 	if err != nil {
 		return d, err
 	}
-	runs := map[string]trace.Run{} // derived outcomes need the whole run
-	for _, a := range attempts {
-		run, ok := runs[a.ExecutionID]
-		if !ok {
-			if run, err = s.cfg.DB.Run(ctx, a.ExecutionID); err != nil {
-				return d, err
-			}
-			runs[a.ExecutionID] = run
-		}
+	for _, a := range r.Attempts {
+		run := r.Runs[a.ExecutionID] // derived outcomes need the whole run
 		d.Attempts = append(d.Attempts, keyAttemptJSON{ExecutionID: a.ExecutionID, StepID: a.StepID, attemptJSON: attemptJSON{
 			Attempt: a.Number, Outcome: run.Outcome(a), Deduplicated: a.Deduplicated, IdempotencyKey: a.IdempotencyKey,
 			Worker: a.Worker, StartedAt: a.StartedAt, EndedAt: a.EndedAt, DurationMS: durationMS(a.StartedAt, a.EndedAt),
 			Tool: a.Tool, Args: a.Args, Result: a.Result, Error: a.Error,
 		}})
-		first := attempts[0]
+		first := r.Attempts[0]
 		if a.StepID != first.StepID {
 			d.StepsVary = true
 		}
@@ -56,12 +49,7 @@ func (s *Server) loadKey(ctx context.Context, key string) (keyData, error) {
 			d.ArgsVaries = true
 		}
 	}
-	if d.Effects, _, err = s.cfg.DB.Effects(ctx, store.EffectFilter{Key: key, Limit: store.MaxPageSize}); err != nil {
-		return d, err
-	}
-	if d.Findings, err = s.cfg.DB.Findings(ctx, store.FindingFilter{Key: key}); err != nil {
-		return d, err
-	}
+	d.Effects, d.Findings = r.Effects, r.Findings
 	return d, nil
 }
 

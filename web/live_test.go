@@ -23,6 +23,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/oncetrace/oncetrace/ingest"
+	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 	"github.com/oncetrace/oncetrace/views"
@@ -54,9 +55,9 @@ func startLiveServer(t *testing.T, o liveOptions) *liveServer {
 		t.Fatal(err)
 	}
 	hub := web.NewHub(o.buffer)
-	wcfg := ingest.DefaultWriterConfig
+	wcfg := writer.DefaultConfig
 	wcfg.OnCommit = hub.Publish
-	w := ingest.NewWriter(db, wcfg)
+	w := writer.New(db, wcfg)
 	srv := web.New(web.Config{DB: db, Writer: w, Limits: ingest.DefaultLimits, Analysis: trace.DefaultConfig,
 		Hub: hub, AllowedOrigins: o.origins})
 	ts := httptest.NewUnstartedServer(srv)

@@ -22,6 +22,7 @@ import (
 	"github.com/oncetrace/oncetrace/ingest"
 	"github.com/oncetrace/oncetrace/ingest/outbox"
 	"github.com/oncetrace/oncetrace/ingest/outbox/smtpsink"
+	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 	"github.com/oncetrace/oncetrace/views"
@@ -45,8 +46,8 @@ func startMailServer(t *testing.T) *mailServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writer := ingest.NewWriter(db, ingest.DefaultWriterConfig)
-	srv := web.New(web.Config{DB: db, Writer: writer, Limits: ingest.DefaultLimits, Analysis: trace.DefaultConfig})
+	ingestWriter := writer.New(db, writer.DefaultConfig)
+	srv := web.New(web.Config{DB: db, Writer: ingestWriter, Limits: ingest.DefaultLimits, Analysis: trace.DefaultConfig})
 	ms := &mailServer{}
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/canary/") {
@@ -57,7 +58,7 @@ func startMailServer(t *testing.T) *mailServer {
 		srv.ServeHTTP(w, r)
 	}))
 	sink := smtpsink.New(smtpsink.Config{
-		Recorder: outbox.WriterRecorder{Writer: writer, Limits: ingest.DefaultLimits, Feed: smtpsink.Feed},
+		Recorder: outbox.WriterRecorder{Writer: ingestWriter, Limits: ingest.DefaultLimits, Feed: smtpsink.Feed},
 		Messages: db, Limits: ingest.DefaultLimits, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -71,7 +72,7 @@ func startMailServer(t *testing.T) *mailServer {
 		<-served
 		ts.Close()
 		srv.Close()
-		writer.Close()
+		ingestWriter.Close()
 		db.Close()
 	})
 	ms.testServer = &testServer{name: "mail", ts: ts, db: db}

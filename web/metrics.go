@@ -15,6 +15,7 @@ import (
 
 	"github.com/oncetrace/oncetrace/ingest"
 	"github.com/oncetrace/oncetrace/ingest/alert"
+	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 )
@@ -118,7 +119,7 @@ func NewMetrics() *Metrics {
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
 // ObserveBatch is the writer's OnBatch: one sample per transaction.
-func (m *Metrics) ObserveBatch(st ingest.BatchStats) {
+func (m *Metrics) ObserveBatch(st writer.BatchStats) {
 	m.batchEvents.Observe(float64(st.Events))
 	m.batchRequests.Observe(float64(st.Requests))
 	m.commitSeconds.Observe(st.Duration.Seconds())
@@ -140,7 +141,7 @@ func (m *Metrics) ObservePrune(err error) {
 }
 
 // ingested counts what one ingest request's events became.
-func (m *Metrics) ingested(api string, res ingest.Result, rejections []ingest.Rejection) {
+func (m *Metrics) ingested(api string, res writer.Result, rejections []ingest.Rejection) {
 	m.events.WithLabelValues(api, "accepted").Add(float64(res.Accepted))
 	m.events.WithLabelValues(api, "duplicate").Add(float64(res.Duplicates))
 	m.events.WithLabelValues(api, "rejected").Add(float64(len(rejections)))
@@ -150,7 +151,7 @@ func (m *Metrics) ingested(api string, res ingest.Result, rejections []ingest.Re
 }
 
 // ingestedSpans counts what one OTLP request's spans and events became.
-func (m *Metrics) ingestedSpans(spans, rejectedSpans int, res ingest.Result) {
+func (m *Metrics) ingestedSpans(spans, rejectedSpans int, res writer.Result) {
 	m.spans.WithLabelValues("accepted").Add(float64(spans - rejectedSpans))
 	m.spans.WithLabelValues("rejected").Add(float64(rejectedSpans))
 	if rejectedSpans > 0 {
@@ -245,7 +246,7 @@ func (s *Server) handleMetrics(c echo.Context) error {
 // scrape time.
 type metricsSources struct {
 	db     *store.DB
-	writer *ingest.Writer
+	writer *writer.Writer
 	hub    *Hub
 }
 

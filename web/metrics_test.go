@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/oncetrace/oncetrace/ingest"
+	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 	"github.com/oncetrace/oncetrace/web"
@@ -40,9 +41,9 @@ func startMetricsServer(t *testing.T, hubBuffer int) *metricsServer {
 	}
 	metrics := web.NewMetrics()
 	hub := web.NewHub(hubBuffer)
-	wcfg := ingest.DefaultWriterConfig
+	wcfg := writer.DefaultConfig
 	wcfg.OnCommit, wcfg.OnBatch = hub.Publish, metrics.ObserveBatch
-	w := ingest.NewWriter(db, wcfg)
+	w := writer.New(db, wcfg)
 	srv := web.New(web.Config{DB: db, Writer: w, Limits: ingest.DefaultLimits, Analysis: trace.DefaultConfig, Hub: hub, Metrics: metrics})
 	ts := httptest.NewServer(srv)
 	t.Cleanup(func() {
@@ -238,8 +239,8 @@ func TestMetricsCountIngestExactly(t *testing.T) {
 	if got := after[`oncetrace_db_size_bytes{file="main"}`]; got != float64(st.Size()) || got == 0 {
 		t.Errorf(`oncetrace_db_size_bytes{file="main"}: got %v, want the file's %d bytes`, got, st.Size())
 	}
-	if got := after[`oncetrace_writer_queue_capacity`]; got != float64(ingest.DefaultWriterConfig.QueueLength) {
-		t.Errorf("oncetrace_writer_queue_capacity: got %v, want %d", got, ingest.DefaultWriterConfig.QueueLength)
+	if got := after[`oncetrace_writer_queue_capacity`]; got != float64(writer.DefaultConfig.QueueLength) {
+		t.Errorf("oncetrace_writer_queue_capacity: got %v, want %d", got, writer.DefaultConfig.QueueLength)
 	}
 	if got, ok := after[`oncetrace_writer_queue_requests`]; !ok || got != 0 {
 		t.Errorf("oncetrace_writer_queue_requests at rest: got %v (present %v), want 0", got, ok)

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 
 	"github.com/oncetrace/oncetrace/ingest"
+	"github.com/oncetrace/oncetrace/ingest/writer"
 )
 
 const (
@@ -133,7 +134,7 @@ func (s *Server) handleOTLPTraces(c echo.Context) error {
 	mapped := ingest.MapOTLP(export.Traces(), ingest.OTLPConfig{Limits: s.cfg.Limits, ToolClasses: s.cfg.ToolClasses})
 	res, err := s.cfg.Writer.Write(c.Request().Context(), mapped.Events)
 	if err != nil {
-		if errors.Is(err, ingest.ErrOverloaded) || errors.Is(err, ingest.ErrClosed) {
+		if errors.Is(err, writer.ErrOverloaded) || errors.Is(err, writer.ErrClosed) {
 			c.Response().Header().Set("Retry-After", "1")
 			return otlpError(c, mt, http.StatusServiceUnavailable, codeUnavailable, "ingest: the writer is busy; retry after the Retry-After delay")
 		}

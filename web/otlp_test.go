@@ -31,6 +31,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/oncetrace/oncetrace/ingest"
+	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 	"github.com/oncetrace/oncetrace/web"
@@ -41,7 +42,7 @@ import (
 type otlpServer struct {
 	ts     *httptest.Server
 	db     *store.DB
-	writer *ingest.Writer
+	writer *writer.Writer
 	mu     sync.Mutex
 	posts  []otlpPost
 }
@@ -59,7 +60,7 @@ func startOTLPServer(t *testing.T, lim ingest.Limits, token string) *otlpServer 
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &otlpServer{db: db, writer: ingest.NewWriter(db, ingest.DefaultWriterConfig)}
+	s := &otlpServer{db: db, writer: writer.New(db, writer.DefaultConfig)}
 	handler := web.New(web.Config{DB: db, Writer: s.writer, Limits: lim, Analysis: trace.DefaultConfig, IngestToken: token})
 	s.ts = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/v1/traces" {

@@ -154,14 +154,13 @@ func (s *Server) handleAttemptPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	run, err := s.cfg.DB.Run(c.Request().Context(), id)
+	// The run and its findings from one snapshot, so the incident marks
+	// agree with the attempt shown.
+	read, err := s.cfg.DB.ReadExecution(c.Request().Context(), id, nil)
 	if err != nil {
 		return err
 	}
-	findings, err := s.cfg.DB.Findings(c.Request().Context(), store.FindingFilter{ExecutionID: run.Execution.ID})
-	if err != nil {
-		return err
-	}
+	run, findings := read.Run, read.Findings
 	stepID := c.QueryParam("step")
 	for _, st := range run.Steps {
 		if st.ID != stepID {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/oncetrace/oncetrace/ingest"
+	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 	"github.com/oncetrace/oncetrace/views"
@@ -160,11 +161,11 @@ func startPagesServer(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writer := ingest.NewWriter(db, ingest.DefaultWriterConfig)
-	srv := httptest.NewServer(web.New(web.Config{DB: db, Writer: writer, Limits: ingest.DefaultLimits, Analysis: trace.DefaultConfig}))
+	w := writer.New(db, writer.DefaultConfig)
+	srv := httptest.NewServer(web.New(web.Config{DB: db, Writer: w, Limits: ingest.DefaultLimits, Analysis: trace.DefaultConfig}))
 	t.Cleanup(func() {
 		srv.Close()
-		writer.Close()
+		w.Close()
 		db.Close()
 	})
 	return srv.URL

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/oncetrace/oncetrace/ingest"
+	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 	"github.com/oncetrace/oncetrace/web"
@@ -46,7 +47,7 @@ func benchServer(b *testing.B, steps, attempts int) http.Handler {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { db.Close() })
-	w := ingest.NewWriter(db, ingest.DefaultWriterConfig)
+	w := writer.New(db, writer.DefaultConfig)
 	b.Cleanup(w.Close)
 	start := time.Date(2026, 6, 30, 14, 0, 0, 0, time.UTC)
 	var events []trace.Event

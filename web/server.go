@@ -13,6 +13,7 @@ import (
 
 	"github.com/oncetrace/oncetrace/ingest"
 	"github.com/oncetrace/oncetrace/ingest/outbox"
+	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/static"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
@@ -23,7 +24,7 @@ import (
 // Config is what the server needs; cmd/oncetrace fills it from flags.
 type Config struct {
 	DB     *store.DB
-	Writer *ingest.Writer
+	Writer *writer.Writer
 	Limits ingest.Limits
 	// ToolClasses classify OpenTelemetry tool calls that do not say their class.
 	ToolClasses ingest.ToolClasses
@@ -264,7 +265,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 	case decodeBusy(err): // budget.go
 		status, msg = http.StatusServiceUnavailable, ingest.ErrDecodeBusy.Error()
 		c.Response().Header().Set("Retry-After", decodeBusyRetryAfter)
-	case errors.Is(err, ingest.ErrOverloaded), errors.Is(err, ingest.ErrClosed):
+	case errors.Is(err, writer.ErrOverloaded), errors.Is(err, writer.ErrClosed):
 		status, msg = http.StatusServiceUnavailable, "ingest: the writer is busy; retry after the Retry-After delay"
 		c.Response().Header().Set("Retry-After", "1")
 	default:

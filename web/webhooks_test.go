@@ -25,6 +25,7 @@ import (
 
 	"github.com/oncetrace/oncetrace/ingest"
 	"github.com/oncetrace/oncetrace/ingest/outbox/webhook"
+	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 	"github.com/oncetrace/oncetrace/web"
@@ -38,12 +39,12 @@ func startWebhookServer(t *testing.T, cfg web.WebhookConfig, token string, lim i
 	if err != nil {
 		t.Fatal(err)
 	}
-	writer := ingest.NewWriter(db, ingest.DefaultWriterConfig)
-	ts := httptest.NewServer(web.New(web.Config{DB: db, Writer: writer, Limits: lim, Analysis: trace.DefaultConfig,
+	w := writer.New(db, writer.DefaultConfig)
+	ts := httptest.NewServer(web.New(web.Config{DB: db, Writer: w, Limits: lim, Analysis: trace.DefaultConfig,
 		IngestToken: token, Webhooks: cfg, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
 	t.Cleanup(func() {
 		ts.Close()
-		writer.Close()
+		w.Close()
 		db.Close()
 	})
 	return &testServer{name: "webhooks", ts: ts, db: db}

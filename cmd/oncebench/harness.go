@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/oncetrace/oncetrace/ingest"
+	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 	"github.com/oncetrace/oncetrace/web"
@@ -143,7 +144,7 @@ type server struct {
 	addr    string       // host:port
 	commits atomic.Int64 // transactions, for the average group size
 
-	writer   *ingest.Writer
+	writer   *writer.Writer
 	web      *web.Server
 	http     *http.Server
 	serveErr chan error
@@ -157,13 +158,13 @@ func startServer(ctx context.Context, path string, syncMode store.Sync, groupCom
 		return nil, err
 	}
 	s := &server{db: db, hub: web.NewHub(liveBuffer), serveErr: make(chan error, 1)}
-	wcfg := ingest.DefaultWriterConfig
+	wcfg := writer.DefaultConfig
 	wcfg.GroupCommit = groupCommit
-	wcfg.OnCommit = func(c ingest.Commit) {
+	wcfg.OnCommit = func(c writer.Commit) {
 		s.commits.Add(1)
 		s.hub.Publish(c)
 	}
-	s.writer = ingest.NewWriter(db, wcfg)
+	s.writer = writer.New(db, wcfg)
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	s.web = web.New(web.Config{DB: db, Writer: s.writer, Limits: ingest.DefaultLimits, Analysis: trace.DefaultConfig,
 		Logger: logger, Hub: s.hub})

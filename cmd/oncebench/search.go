@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/oncetrace/oncetrace/ingest"
+	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 )
@@ -133,7 +134,7 @@ func runSearch(c searchConfig, dir string, out io.Writer) error {
 		return err
 	}
 	defer db.Close()
-	w := ingest.NewWriter(db, ingest.DefaultWriterConfig)
+	w := writer.New(db, writer.DefaultConfig)
 	defer w.Close()
 	rng := rand.New(rand.NewPCG(1, 2))
 	messageIDs := make([]string, 0, c.large)
@@ -176,7 +177,7 @@ func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisec
 
 // buildSearchDB writes executions [from, to) through the writer, as the
 // server does, from 8 senders so that group commit batches them.
-func buildSearchDB(ctx context.Context, w *ingest.Writer, from, to int, rng *rand.Rand, messageIDs *[]string) error {
+func buildSearchDB(ctx context.Context, w *writer.Writer, from, to int, rng *rand.Rand, messageIDs *[]string) error {
 	const perRequest = 100 // executions, 1,000 events
 	var batches [][]trace.Event
 	for start := from; start < to; start += perRequest {

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 )
 
@@ -88,7 +87,7 @@ func runAudit(args []string, out io.Writer) (critical bool, err error) {
 }
 
 func auditDB(ctx context.Context, path string, cfg trace.Config) ([]trace.Finding, []string, error) {
-	db, err := store.Open(ctx, path, store.SyncNormal)
+	db, err := openExistingDB(ctx, "audit", path)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/oncetrace/oncetrace/ingest"
+	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 )
@@ -147,7 +148,7 @@ func startPruner(ctx context.Context, db *store.DB, r retentionFlags, cfg trace.
 		for {
 			now := time.Now()
 			res, err := db.Prune(ctx, store.PruneOptions{Before: now.Add(-r.retain), EffectsBefore: now.Add(-effects), Interleave: true,
-				Reaudit: ingest.Reaudit(cfg), VacuumConvertMax: store.DefaultVacuumConvertMax})
+				Reaudit: writer.Reaudit(cfg), VacuumConvertMax: store.DefaultVacuumConvertMax})
 			if ctx.Err() != nil {
 				return // stopped: what it committed stays, the next start resumes
 			}
@@ -218,7 +219,7 @@ func runPrune(args []string, out io.Writer) error {
 		return errors.New("prune: --before is required, e.g. --before 2026-06-01 or --before 30d")
 	}
 	now := time.Now()
-	opts := store.PruneOptions{Reaudit: ingest.Reaudit(cfg)}
+	opts := store.PruneOptions{Reaudit: writer.Reaudit(cfg)}
 	var err error
 	if opts.Before, err = parseBefore(*before, now); err != nil {
 		return fmt.Errorf("prune: --before: %w", err)
@@ -231,12 +232,9 @@ func runPrune(args []string, out io.Writer) error {
 	if *vacuum {
 		opts.VacuumConvertMax = math.MaxInt64
 	}
-	if _, err := os.Stat(*dbPath); err != nil {
-		return fmt.Errorf("prune: %w", err)
-	}
 	ctx, stop := signalContext()
 	defer stop()
-	db, err := store.Open(ctx, *dbPath, store.SyncNormal)
+	db, err := openExistingDB(ctx, "prune", *dbPath)
 	if err != nil {
 		return err
 	}

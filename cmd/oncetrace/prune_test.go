@@ -142,7 +142,7 @@ func TestPruneCommandMistakes(t *testing.T) {
 		{[]string{"prune", "--db", db}, "--before is required"},
 		{[]string{"prune", "--db", db, "--before", "last tuesday"}, `--before: "last tuesday": want a date`},
 		{[]string{"prune", "--db", db, "--before", "30d", "--effects-before", "-3d"}, "--effects-before"},
-		{[]string{"prune", "--db", filepath.Join(t.TempDir(), "missing.db"), "--before", "30d"}, "no such file"},
+		{[]string{"prune", "--db", filepath.Join(t.TempDir(), "missing.db"), "--before", "30d"}, "no such database"},
 		{[]string{"serve", "--db", db, "--retain", "forever"}, `"forever": want a number of days`},
 		{[]string{"serve", "--db", db, "--retain-effects", "7d"}, "--retain-effects needs --retain"},
 		{[]string{"serve", "--db", db, "--redact", "ssn,--"}, `--redact: "--": a key needs a letter or a digit`},

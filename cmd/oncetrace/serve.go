@@ -15,6 +15,7 @@ import (
 	"github.com/oncetrace/oncetrace/ingest"
 	"github.com/oncetrace/oncetrace/ingest/outbox"
 	"github.com/oncetrace/oncetrace/ingest/outbox/smtpsink"
+	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 	"github.com/oncetrace/oncetrace/web"
@@ -60,10 +61,7 @@ func serveFlags(args []string) (serveConfig, error) {
 	fs.DurationVar(&c.analysis.KeyRetention, "key-retention", c.analysis.KeyRetention, "how long receiving APIs keep idempotency keys (retry_beyond_retention)")
 	fs.Int64Var(&c.limits.BodyBytes, "max-body-bytes", c.limits.BodyBytes, "largest request body, after decompression")
 	fs.IntVar(&c.limits.Events, "max-events", c.limits.Events, "most events in one request")
-	fs.IntVar(&c.limits.IDBytes, "max-id-bytes", c.limits.IDBytes, "longest id, key, provider or worker")
-	fs.IntVar(&c.limits.JSONBytes, "max-json-bytes", c.limits.JSONBytes, "largest args or result, as canonical JSON")
-	fs.IntVar(&c.limits.TextBytes, "max-text-bytes", c.limits.TextBytes, "longest name, tool, target or error")
-	fs.IntVar(&c.limits.Labels, "max-labels", c.limits.Labels, "most labels on an execution")
+	registerEventLimitFlags(fs, &c.limits) // serve_decode.go; import takes them too
 	fs.DurationVar(&c.sandbox.Retention, "sandbox-retention", 24*time.Hour, "how long the sandbox mail API keeps idempotency keys")
 	fs.Func("sandbox-fault", "standing sandbox fault, e.g. lose-response;p=0.3 or latency=500ms (repeatable; see docs/sandbox.md)", func(v string) error {
 		fs, err := sandbox.ParseFaults(v)
@@ -178,26 +176,26 @@ func runServe(args []string) error {
 	}
 	defer db.Close()
 	hub := web.NewHub(c.liveBuffer)
-	wcfg := ingest.DefaultWriterConfig
+	wcfg := writer.DefaultConfig
 	wcfg.Analysis = c.analysis
 	wcfg.GroupCommit = c.groupCommit
 	wcfg.OnCommit = hub.Publish // after each commit; never blocks
 	metrics := web.NewMetrics()
 	alerts := startAlerts(c.access, logger) // nil without --alert-webhook
-	defer stopAlerts(alerts)                // deferred, so after writer.Close on every return below
+	defer stopAlerts(alerts)                // deferred, so after ingestWriter.Close on every return below
 	wcfg.OnCommit, wcfg.OnBatch = withAlerts(wcfg.OnCommit, alerts, metrics), metrics.ObserveBatch
-	writer := ingest.NewWriter(db, wcfg)
+	ingestWriter := writer.New(db, wcfg)
 	// Retention shares the writer in short transactions; it stops before
 	// the database closes.
 	pruner := startPruner(ctx, db, c.retention, c.analysis, logger, metrics.ObservePrune)
 	defer pruner.stop()
-	srv := web.New(web.Config{DB: db, Writer: writer, Limits: c.limits, ToolClasses: c.toolClasses, Analysis: c.analysis, IngestToken: c.token, Webhooks: c.webhooks,
+	srv := web.New(web.Config{DB: db, Writer: ingestWriter, Limits: c.limits, ToolClasses: c.toolClasses, Analysis: c.analysis, IngestToken: c.token, Webhooks: c.webhooks,
 		Logger: logger, Sandbox: c.sandbox, Hub: hub, AllowedOrigins: c.allowedOrigins, AllowedHosts: c.allowedHosts,
 		Auth: c.auth(), Metrics: metrics, MaxDecodeBytes: c.decode.maxBytes})
 
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
-		writer.Close()
+		ingestWriter.Close()
 		return fmt.Errorf("serve: %w", err)
 	}
 	limiter := newConnLimiter(c.listen.maxConnsPerIP, logger) // one count over --addr and --otlp-addr
@@ -214,7 +212,7 @@ func runServe(args []string) error {
 		otlpLn, err := net.Listen("tcp", c.otlpAddr)
 		if err != nil {
 			httpServer.Close()
-			writer.Close()
+			ingestWriter.Close()
 			return fmt.Errorf("serve: --otlp-addr: %w", err)
 		}
 		logger.Info("oncetrace OTLP/HTTP", "url", "http://"+otlpLn.Addr().String()+"/v1/traces")
@@ -228,25 +226,25 @@ func runServe(args []string) error {
 		if err != nil {
 			httpServer.Close()
 			otlpServer.Close()
-			writer.Close()
+			ingestWriter.Close()
 			return fmt.Errorf("serve: --smtp: %w", err)
 		}
 		cfg := c.smtp
-		cfg.Recorder = outbox.WriterRecorder{Writer: writer, Limits: c.limits, Feed: smtpsink.Feed}
+		cfg.Recorder = outbox.WriterRecorder{Writer: ingestWriter, Limits: c.limits, Feed: smtpsink.Feed}
 		cfg.Messages, cfg.Limits, cfg.Token, cfg.Logger = db, c.limits, c.token, logger
 		sink = smtpsink.New(cfg)
 		logger.Info("oncetrace SMTP sink", "addr", smtpLn.Addr().String(), "auth", c.token != "")
 		go func() { serveErr <- sink.Serve(smtpLn) }()
 	}
 	// The recording proxies record through the same writer, so they stop before it.
-	taps, err := startServeTaps(c.taps, c.db, outbox.WriterRecorder{Writer: writer, Limits: c.limits, Feed: tap.Feed}, c.limits, logger)
+	taps, err := startServeTaps(c.taps, c.db, outbox.WriterRecorder{Writer: ingestWriter, Limits: c.limits, Feed: tap.Feed}, c.limits, logger)
 	if err != nil {
 		httpServer.Close()
 		otlpServer.Close()
 		if sink != nil {
 			sink.Close()
 		}
-		writer.Close()
+		ingestWriter.Close()
 		return err
 	}
 	demoDone := make(chan struct{})
@@ -262,7 +260,7 @@ func runServe(args []string) error {
 	select {
 	case err := <-serveErr:
 		taps.stop(context.Background())
-		writer.Close()
+		ingestWriter.Close()
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
@@ -275,7 +273,7 @@ func runServe(args []string) error {
 		sink.Close() // returns once the messages being recorded are committed
 	}
 	err = errors.Join(httpServer.Shutdown(shutdownCtx), otlpServer.Shutdown(shutdownCtx), taps.stop(shutdownCtx))
-	writer.Close() // commits whatever is queued before the database closes
+	ingestWriter.Close() // commits whatever is queued before the database closes
 	return err
 }
 

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/oncetrace/oncetrace/ingest"
 	"github.com/oncetrace/oncetrace/ingest/alert"
+	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/views"
 	"github.com/oncetrace/oncetrace/web"
 )
@@ -159,12 +159,12 @@ func stopAlerts(n *alert.Notifier) {
 // withAlerts makes the writer's OnCommit also hand each commit's new
 // critical findings to the notifier (which queues them and returns), and
 // shows the notifier's counters in metrics.
-func withAlerts(onCommit func(ingest.Commit), alerts *alert.Notifier, metrics *web.Metrics) func(ingest.Commit) {
+func withAlerts(onCommit func(writer.Commit), alerts *alert.Notifier, metrics *web.Metrics) func(writer.Commit) {
 	if alerts == nil {
 		return onCommit
 	}
 	metrics.WatchAlerts(alerts)
-	return func(cm ingest.Commit) {
+	return func(cm writer.Commit) {
 		if onCommit != nil {
 			onCommit(cm)
 		}

@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oncetrace/oncetrace/ingest"
+	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/web"
 )
@@ -93,7 +93,7 @@ func serverWith(t *testing.T, c serveConfig) *httptest.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := ingest.NewWriter(db, ingest.DefaultWriterConfig)
+	w := writer.New(db, writer.DefaultConfig)
 	srv := web.New(web.Config{DB: db, Writer: w, Limits: c.limits, Analysis: c.analysis, IngestToken: c.token, Auth: c.auth()})
 	ts := httptest.NewServer(srv)
 	t.Cleanup(func() {

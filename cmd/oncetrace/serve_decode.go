@@ -12,8 +12,9 @@ import (
 )
 
 // decodeFlags are serve's flags for what decoding request bodies may cost:
-// the decode budget, and the limits on the shape of events and of OTLP
-// requests (docs/security.md § "Memory under hostile input").
+// the decode budget, and the limits on the shape of OTLP requests; those on
+// the shape of events are registerEventLimitFlags' (docs/security.md §
+// "Memory under hostile input").
 type decodeFlags struct {
 	maxBytes int64 // --max-decode-bytes
 	envErr   error // a malformed ONCETRACE_MAX_DECODE_BYTES, reported by check
@@ -30,13 +31,24 @@ func (d *decodeFlags) register(fs *flag.FlagSet, lim *ingest.Limits) {
 	}
 	fs.Int64Var(&d.maxBytes, "max-decode-bytes", d.maxBytes,
 		"memory budget of the request bodies being read, decoded and written at once; a request that does not get its share within 2s is answered 503 with Retry-After (env ONCETRACE_MAX_DECODE_BYTES)")
-	fs.IntVar(&lim.JSONDepth, "max-json-depth", lim.JSONDepth, "deepest nesting of arrays and objects in an event's args, result or labels (0: no limit)")
-	fs.IntVar(&lim.JSONElements, "max-json-elements", lim.JSONElements, "most elements of one array, or keys of one object, in an event (0: no limit)")
-	fs.IntVar(&lim.JSONValues, "max-json-values", lim.JSONValues, "most JSON values inside the fields of one event, all together (0: no limit)")
 	fs.IntVar(&lim.Spans, "max-spans", lim.Spans, "most spans in one OTLP request (413 beyond; 0: no limit)")
 	fs.IntVar(&lim.SpanAttributes, "max-span-attributes", lim.SpanAttributes, "most attributes of one span, span event, link, resource or scope in an OTLP request (0: no limit)")
 	fs.IntVar(&lim.SpanEvents, "max-span-events", lim.SpanEvents, "most events, and most links, of one span in an OTLP request (0: no limit)")
 	fs.IntVar(&lim.AttributeBytes, "max-attribute-bytes", lim.AttributeBytes, "largest OTLP attribute value of a span, span event, link, resource or scope (0: no limit)")
+}
+
+// registerEventLimitFlags registers the limits on one event's fields and
+// JSON shape. serve and import both take them: an export holds events
+// accepted under serve's limits, and import, which checks every event as
+// serve does, needs the same ones to accept them (docs/configuration.md).
+func registerEventLimitFlags(fs *flag.FlagSet, lim *ingest.Limits) {
+	fs.IntVar(&lim.IDBytes, "max-id-bytes", lim.IDBytes, "longest id, key, provider or worker")
+	fs.IntVar(&lim.JSONBytes, "max-json-bytes", lim.JSONBytes, "largest args or result, as canonical JSON")
+	fs.IntVar(&lim.TextBytes, "max-text-bytes", lim.TextBytes, "longest name, tool, target or error")
+	fs.IntVar(&lim.Labels, "max-labels", lim.Labels, "most labels on an execution")
+	fs.IntVar(&lim.JSONDepth, "max-json-depth", lim.JSONDepth, "deepest nesting of arrays and objects in an event's args, result or labels (0: no limit)")
+	fs.IntVar(&lim.JSONElements, "max-json-elements", lim.JSONElements, "most elements of one array, or keys of one object, in an event (0: no limit)")
+	fs.IntVar(&lim.JSONValues, "max-json-values", lim.JSONValues, "most JSON values inside the fields of one event, all together (0: no limit)")
 }
 
 func (d *decodeFlags) check(bodyBytes int64) error {

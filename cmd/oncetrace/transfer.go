@@ -11,24 +11,26 @@ import (
 	"os"
 
 	"github.com/oncetrace/oncetrace/ingest"
+	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
 )
 
 // runImport loads NDJSON events into a database through the same ingest
-// path as the server, so ids, dedupe and merge rules are the same.
+// path as the server, so ids, dedupe, merge rules and limits are the same.
 func runImport(args []string, stdin io.Reader, out io.Writer) error {
 	fs := flag.NewFlagSet("import", flag.ContinueOnError)
 	dbPath := fs.String("db", envOr("ONCETRACE_DB", "oncetrace.db"), "database file to load into (env ONCETRACE_DB)")
 	in := fs.String("in", "-", "NDJSON file to read, - for standard input")
 	redact := fs.String("redact", defaultRedactFlag(),
 		"mask the values of these keys before storing, as serve does (prune.go); '' masks nothing (env ONCETRACE_REDACT)")
+	limits := importLimits()
+	registerEventLimitFlags(fs, &limits) // serve_decode.go: give the server's, to import what it accepted
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
 		return err
 	}
-	limits := storedImportLimits
 	var err error
 	if limits.Redact, err = parseRedactFlag(*redact); err != nil {
 		return fmt.Errorf("import: %w", err)
@@ -48,10 +50,10 @@ func runImport(args []string, stdin io.Reader, out io.Writer) error {
 		return err
 	}
 	defer db.Close()
-	writer := ingest.NewWriter(db, ingest.DefaultWriterConfig)
-	defer writer.Close()
+	w := writer.New(db, writer.DefaultConfig)
+	defer w.Close()
 
-	var total ingest.Result
+	var total writer.Result
 	rejected, line := 0, 0
 	chunk := make([]byte, 0, 1<<20)
 	flush := func(firstLine int) error {
@@ -66,7 +68,7 @@ func runImport(args []string, stdin io.Reader, out io.Writer) error {
 			fmt.Fprintf(os.Stderr, "import: line %d: %s\n", firstLine+rj.Index, rj.Error)
 		}
 		rejected += len(batch.Rejected)
-		res, err := writer.Write(ctx, batch.Events)
+		res, err := w.Write(ctx, batch.Events)
 		if err != nil {
 			return fmt.Errorf("import: %w", err)
 		}
@@ -103,19 +105,20 @@ func runImport(args []string, stdin io.Reader, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "imported %d events, %d duplicates, %d rejected\n", total.Accepted, total.Duplicates, rejected)
 	if rejected > 0 {
-		return fmt.Errorf("import: %d events rejected", rejected)
+		// Nothing is cut to fit: a rejected event is not stored at all.
+		return fmt.Errorf("import: %d events rejected (an export of a server with raised limits imports with the same --max-* flags)", rejected)
 	}
 	return nil
 }
 
-// storedImportLimits: an export may hold events accepted under larger
-// limits than today's defaults; only the request-shaped limits apply.
-var storedImportLimits = func() ingest.Limits {
+// importLimits are serve's default limits on one event; the limits on a
+// request's size do not apply to a file read 1,000 lines at a time.
+func importLimits() ingest.Limits {
 	l := ingest.DefaultLimits
 	l.Events = 1000
 	l.BodyBytes = 1 << 62
 	return l
-}()
+}
 
 // runExport writes every stored event, in commit order, one a line, exactly
 // as stored: importing the output into an empty database and exporting it
@@ -130,9 +133,13 @@ func runExport(args []string, stdout io.Writer) error {
 		}
 		return err
 	}
-	if _, err := os.Stat(*dbPath); err != nil {
-		return fmt.Errorf("export: %w", err)
+	// The database first, so that a mistyped --db leaves no empty --out.
+	ctx := context.Background()
+	db, err := openExistingDB(ctx, "export", *dbPath)
+	if err != nil {
+		return err
 	}
+	defer db.Close()
 	w := stdout
 	if *outPath != "-" {
 		f, err := os.Create(*outPath)
@@ -142,12 +149,6 @@ func runExport(args []string, stdout io.Writer) error {
 		defer f.Close()
 		w = f
 	}
-	ctx := context.Background()
-	db, err := store.Open(ctx, *dbPath, store.SyncNormal)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
 	bw := bufio.NewWriter(w)
 	err = db.ExportEvents(ctx, func(_ int64, body []byte) error {
 		bw.Write(body)

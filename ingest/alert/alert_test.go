@@ -15,6 +15,7 @@ import (
 
 	"github.com/oncetrace/oncetrace/ingest"
 	"github.com/oncetrace/oncetrace/ingest/alert"
+	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 )
@@ -229,9 +230,9 @@ func TestAlertOncePerNewCriticalFinding(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	wcfg := ingest.DefaultWriterConfig
-	wcfg.OnCommit = func(c ingest.Commit) { n.Notify(c.NewCritical) }
-	w := ingest.NewWriter(db, wcfg)
+	wcfg := writer.DefaultConfig
+	wcfg.OnCommit = func(c writer.Commit) { n.Notify(c.NewCritical) }
+	w := writer.New(db, wcfg)
 	write := func(lines ...string) {
 		t.Helper()
 		var events []trace.Event

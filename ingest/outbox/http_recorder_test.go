@@ -12,6 +12,7 @@ import (
 
 	"github.com/oncetrace/oncetrace/ingest"
 	"github.com/oncetrace/oncetrace/ingest/outbox"
+	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 	"github.com/oncetrace/oncetrace/web"
@@ -25,8 +26,8 @@ func startOncetrace(t *testing.T, ln net.Listener, dbDir, token string) (stop fu
 	if err != nil {
 		t.Fatal(err)
 	}
-	writer := ingest.NewWriter(db, ingest.DefaultWriterConfig)
-	ts := httptest.NewUnstartedServer(web.New(web.Config{DB: db, Writer: writer, Limits: ingest.DefaultLimits,
+	w := writer.New(db, writer.DefaultConfig)
+	ts := httptest.NewUnstartedServer(web.New(web.Config{DB: db, Writer: w, Limits: ingest.DefaultLimits,
 		Analysis: trace.DefaultConfig, IngestToken: token}))
 	ts.Listener.Close()
 	ts.Listener = ln
@@ -38,7 +39,7 @@ func startOncetrace(t *testing.T, ln net.Listener, dbDir, token string) (stop fu
 		}
 		stopped = true
 		ts.Close()
-		writer.Close()
+		w.Close()
 		db.Close()
 	}
 	t.Cleanup(stop)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/oncetrace/oncetrace/ingest"
+	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/trace"
 )
 
@@ -55,7 +56,7 @@ func Event(e trace.Effect, id string) map[string]any {
 // WriterRecorder records effects through the server's own writer: the
 // effect is committed when RecordEffect returns.
 type WriterRecorder struct {
-	Writer *ingest.Writer
+	Writer *writer.Writer
 	Limits ingest.Limits
 	// Feed names the feed in event ids: sandbox, tap, webhook, smtp.
 	Feed string

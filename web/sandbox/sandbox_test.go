@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/oncetrace/oncetrace/ingest"
+	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 	"github.com/oncetrace/oncetrace/web"
@@ -48,8 +49,8 @@ func newEnv(t *testing.T, cfg web.Config) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writer := ingest.NewWriter(db, ingest.DefaultWriterConfig)
-	cfg.DB, cfg.Writer, cfg.Limits, cfg.Analysis = db, writer, ingest.DefaultLimits, trace.DefaultConfig
+	ingestWriter := writer.New(db, writer.DefaultConfig)
+	cfg.DB, cfg.Writer, cfg.Limits, cfg.Analysis = db, ingestWriter, ingest.DefaultLimits, trace.DefaultConfig
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	srv := web.New(cfg)
 	e := &env{db: db, arrived: make(chan string, 16)}
@@ -63,7 +64,7 @@ func newEnv(t *testing.T, cfg web.Config) *env {
 	// writer (committing what is queued), then the database.
 	t.Cleanup(func() {
 		ts.Close()
-		writer.Close()
+		ingestWriter.Close()
 		db.Close()
 	})
 	e.url = ts.URL
@@ -443,7 +444,7 @@ func (c *clock) set(t time.Time) {
 
 // ingestRecorder records a delivery as oncetrace's server does: one effect
 // event, parsed and committed by the real ingest writer.
-type ingestRecorder struct{ writer *ingest.Writer }
+type ingestRecorder struct{ writer *writer.Writer }
 
 func (r ingestRecorder) RecordEffect(ctx context.Context, eff trace.Effect) error {
 	raw, err := json.Marshal(map[string]any{"type": "effect", "provider": eff.Provider, "effect_id": eff.ID,
@@ -477,15 +478,15 @@ func TestRetentionExpiry(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			writer := ingest.NewWriter(db, ingest.DefaultWriterConfig)
+			ingestWriter := writer.New(db, writer.DefaultConfig)
 			t0 := time.Date(2026, 6, 30, 14, 2, 11, 0, time.UTC)
 			clk := &clock{now: t0}
-			sb := sandbox.New(sandbox.Config{Recorder: ingestRecorder{writer}, Retention: c.retention, Now: clk.Now,
+			sb := sandbox.New(sandbox.Config{Recorder: ingestRecorder{ingestWriter}, Retention: c.retention, Now: clk.Now,
 				Logger: slog.New(slog.DiscardHandler)})
 			ts := httptest.NewServer(http.HandlerFunc(sb.ServeSend))
 			t.Cleanup(func() {
 				ts.Close()
-				writer.Close()
+				ingestWriter.Close()
 				db.Close()
 			})
 			e := &env{url: ts.URL, client: ts.Client(), db: db}

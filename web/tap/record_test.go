@@ -11,6 +11,7 @@ import (
 
 	"github.com/oncetrace/oncetrace/ingest"
 	"github.com/oncetrace/oncetrace/ingest/outbox"
+	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 	"github.com/oncetrace/oncetrace/web"
@@ -24,14 +25,14 @@ func serveOncetrace(t *testing.T, ln net.Listener) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writer := ingest.NewWriter(db, ingest.DefaultWriterConfig)
-	ts := httptest.NewUnstartedServer(web.New(web.Config{DB: db, Writer: writer, Limits: ingest.DefaultLimits, Analysis: trace.DefaultConfig}))
+	w := writer.New(db, writer.DefaultConfig)
+	ts := httptest.NewUnstartedServer(web.New(web.Config{DB: db, Writer: w, Limits: ingest.DefaultLimits, Analysis: trace.DefaultConfig}))
 	ts.Listener.Close()
 	ts.Listener = ln
 	ts.Start()
 	t.Cleanup(func() {
 		ts.Close()
-		writer.Close()
+		w.Close()
 		db.Close()
 	})
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/oncetrace/oncetrace/ingest"
 	"github.com/oncetrace/oncetrace/ingest/outbox"
 	"github.com/oncetrace/oncetrace/ingest/outbox/smtpsink"
+	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 )
@@ -35,8 +36,8 @@ func startSink(t *testing.T, cfg smtpsink.Config) *sinkServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writer := ingest.NewWriter(db, ingest.DefaultWriterConfig)
-	recorder := outbox.WriterRecorder{Writer: writer, Limits: ingest.DefaultLimits, Feed: smtpsink.Feed}
+	w := writer.New(db, writer.DefaultConfig)
+	recorder := outbox.WriterRecorder{Writer: w, Limits: ingest.DefaultLimits, Feed: smtpsink.Feed}
 	if r, ok := cfg.Recorder.(*flakyRecorder); ok {
 		r.next = recorder
 	} else {
@@ -58,7 +59,7 @@ func startSink(t *testing.T, cfg smtpsink.Config) *sinkServer {
 		if err := <-served; err != nil {
 			t.Errorf("Serve: got %v, want nil after Close", err)
 		}
-		writer.Close()
+		w.Close()
 		db.Close()
 	})
 	return &sinkServer{addr: ln.Addr().String(), db: db}
@@ -262,7 +263,7 @@ type flakyRecorder struct {
 
 func (r *flakyRecorder) RecordEffect(ctx context.Context, e trace.Effect) error {
 	if r.failures.Add(-1) >= 0 {
-		return ingest.ErrOverloaded
+		return writer.ErrOverloaded
 	}
 	return r.next.RecordEffect(ctx, e)
 }

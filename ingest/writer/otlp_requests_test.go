@@ -1,4 +1,4 @@
-package ingest_test
+package writer_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/oncetrace/oncetrace/ingest"
+	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 )
@@ -13,20 +14,20 @@ import (
 // These tests follow spans of one run across export requests (docs/otlp.md,
 // "Within one export request"), through the writer and the store.
 
-func openStore(t *testing.T) (*store.DB, *ingest.Writer) {
+func openStore(t *testing.T) (*store.DB, *writer.Writer) {
 	t.Helper()
 	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "oncetrace.db"), store.SyncNormal)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	w := ingest.NewWriter(db, ingest.DefaultWriterConfig)
+	w := writer.New(db, writer.DefaultConfig)
 	t.Cleanup(func() { w.Close() })
 	return db, w
 }
 
 // writeRequests maps each export request on its own and writes its events.
-func writeRequests(t *testing.T, w *ingest.Writer, requests ...[]testSpan) {
+func writeRequests(t *testing.T, w *writer.Writer, requests ...[]testSpan) {
 	t.Helper()
 	for _, spans := range requests {
 		res := ingest.MapOTLP(buildTraces(t, nil, spans...), defaultOTLPConfig)

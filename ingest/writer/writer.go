@@ -1,14 +1,14 @@
-package ingest
+package writer
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sort"
 	"sync"
 	"time"
 
+	"github.com/oncetrace/oncetrace/ingest"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 )
@@ -24,8 +24,8 @@ var ErrClosed = errors.New("ingest: writer closed")
 // the group's transaction is no longer what the writer thinks it is.
 var errSavepointLost = errors.New("ingest: the request's savepoint could not be rolled back")
 
-// WriterConfig tunes the writer.
-type WriterConfig struct {
+// Config tunes the writer.
+type Config struct {
 	// Analysis thresholds for the audit run after each commit.
 	Analysis trace.Config
 	// GroupCommit commits every request waiting in the queue in one
@@ -44,15 +44,15 @@ type WriterConfig struct {
 	// stored, in sequence order. It must not block.
 	OnCommit func(Commit)
 	// OnBatch, if set, is told about every transaction the writer ran,
-	// successful or not (for metrics; see writer_stats.go). It runs on the
+	// successful or not (for metrics; see stats.go). It runs on the
 	// writer goroutine and must not block.
 	OnBatch func(BatchStats)
 	// Now is the clock for received_at; time.Now when nil.
 	Now func() time.Time
 }
 
-// DefaultWriterConfig is what serve uses unless told otherwise.
-var DefaultWriterConfig = WriterConfig{
+// DefaultConfig is what serve uses unless told otherwise.
+var DefaultConfig = Config{
 	Analysis:       trace.DefaultConfig,
 	GroupCommit:    true,
 	MaxGroupEvents: 20000,
@@ -100,7 +100,7 @@ type requestDone struct {
 // transaction (group commit) and answers each only after the commit.
 type Writer struct {
 	db    *store.DB
-	cfg   WriterConfig
+	cfg   Config
 	queue chan *request
 	// fed caches the providers whose outbox holds an effect; the writer
 	// goroutine alone uses it. It only grows.
@@ -110,16 +110,16 @@ type Writer struct {
 	done   chan struct{}
 }
 
-// NewWriter starts the writer goroutine; Close stops it.
-func NewWriter(db *store.DB, cfg WriterConfig) *Writer {
+// New starts the writer goroutine; Close stops it.
+func New(db *store.DB, cfg Config) *Writer {
 	if cfg.MaxGroupEvents <= 0 {
-		cfg.MaxGroupEvents = DefaultWriterConfig.MaxGroupEvents
+		cfg.MaxGroupEvents = DefaultConfig.MaxGroupEvents
 	}
 	if cfg.QueueLength <= 0 {
-		cfg.QueueLength = DefaultWriterConfig.QueueLength
+		cfg.QueueLength = DefaultConfig.QueueLength
 	}
 	if cfg.QueueWait <= 0 {
-		cfg.QueueWait = DefaultWriterConfig.QueueWait
+		cfg.QueueWait = DefaultConfig.QueueWait
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -289,11 +289,6 @@ func insertRequest(tx *store.Tx, events []trace.Event, received time.Time) (map[
 	return touched, committed, res, tx.Release()
 }
 
-// storedLimits re-reads the raw log: what was accepted once is read back
-// whatever the limits are today.
-var storedLimits = Limits{BodyBytes: math.MaxInt64, Events: math.MaxInt, IDBytes: math.MaxInt, JSONBytes: math.MaxInt,
-	TextBytes: math.MaxInt, Labels: math.MaxInt, LabelBytes: math.MaxInt, AttemptNumber: math.MaxInt}
-
 // materialise refolds every touched entity from all of its stored events,
 // so the result never depends on arrival order, then re-audits every
 // execution whose findings the change can affect.
@@ -348,7 +343,7 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 		for _, b := range stored {
 			ev, ok := fresh[b.ID]
 			if !ok {
-				if ev, err = ParseStored(b.Body); err != nil {
+				if ev, err = ingest.ParseStored(b.Body); err != nil {
 					return out, fmt.Errorf("ingest: stored event of %q no longer parses: %w", entity, err)
 				}
 			}

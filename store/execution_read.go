@@ -1,0 +1,137 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/oncetrace/oncetrace/trace"
+)
+
+// Tests set these (querycount_test.go); Go's own packages keep such hooks
+// as package variables too.
+var (
+	// readerDriver is the driver of the readers' pool: tests wrap it to
+	// count the statements a read runs.
+	readerDriver = "sqlite"
+	// testHookAfterRunRead runs inside ReadExecution's read transaction
+	// after the run is read, before its findings are.
+	testHookAfterRunRead func()
+)
+
+// inReadTx runs fn in one read transaction on a reader connection. SQLite
+// in WAL mode gives it one snapshot, taken at its first statement: every
+// query of fn sees the same commits, so what one page shows cannot come
+// from two.
+func (db *DB) inReadTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := db.read.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: begin read: %w", err)
+	}
+	defer tx.Rollback() // it only read
+	return fn(tx)
+}
+
+// ExecutionRead is everything an execution's page shows that is stored.
+type ExecutionRead struct {
+	Run      trace.Run
+	Findings []trace.Finding
+	States   map[trace.EffectRef]trace.MatchState
+	// Orphans are the orphan effects in the window the caller asked for,
+	// by time; they may include the run's own.
+	Orphans []trace.Effect
+}
+
+// OrphanWindow asks for up to Limit orphan effects whose time falls in
+// [From, To]; a zero Limit asks for none.
+type OrphanWindow struct {
+	From, To time.Time
+	Limit    int
+}
+
+// ReadExecution reads an execution, its findings, its effects' states and,
+// when orphans asks for some once it has seen the run and its findings,
+// orphan effects near it: one read transaction, at most nine queries
+// however many steps, attempts and effects it has.
+func (db *DB) ReadExecution(ctx context.Context, id string, orphans func(trace.Run, []trace.Finding) OrphanWindow) (ExecutionRead, error) {
+	var r ExecutionRead
+	err := db.inReadTx(ctx, func(tx *sql.Tx) error {
+		fed, err := fedProviders(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if r.Run, err = loadRun(ctx, tx, id, fed); err != nil {
+			return err
+		}
+		if testHookAfterRunRead != nil {
+			testHookAfterRunRead()
+		}
+		if r.Findings, err = findings(ctx, tx, FindingFilter{ExecutionID: id}); err != nil {
+			return err
+		}
+		refs := make([]trace.EffectRef, len(r.Run.Effects))
+		for i, f := range r.Run.Effects {
+			refs[i] = f.Ref()
+		}
+		if r.States, err = effectStates(ctx, tx, refs); err != nil {
+			return err
+		}
+		if orphans == nil {
+			return nil
+		}
+		if w := orphans(r.Run, r.Findings); w.Limit > 0 {
+			r.Orphans, err = orphanEffectsBetween(ctx, tx, w.From, w.To, w.Limit)
+		}
+		return err
+	})
+	return r, err
+}
+
+// KeyRead is everything that carried one idempotency key.
+type KeyRead struct {
+	// Attempts are every attempt, of any execution, that carried the key.
+	Attempts []trace.Attempt
+	// Runs are the executions of those attempts, whole: an attempt's
+	// derived outcome needs its run.
+	Runs     map[string]trace.Run
+	Effects  []EffectRow
+	Findings []trace.Finding
+}
+
+// ReadKey reads what carried key in one read transaction, in at most nine
+// queries however many executions used it; of its effects, the first
+// MaxPageSize.
+func (db *DB) ReadKey(ctx context.Context, key string) (KeyRead, error) {
+	var r KeyRead
+	err := db.inReadTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if r.Attempts, err = attemptsWithKey(ctx, tx, key); err != nil {
+			return err
+		}
+		var ids []string
+		seen := map[string]bool{}
+		for _, a := range r.Attempts {
+			if !seen[a.ExecutionID] {
+				seen[a.ExecutionID] = true
+				ids = append(ids, a.ExecutionID)
+			}
+		}
+		r.Runs = map[string]trace.Run{}
+		if len(ids) > 0 {
+			fed, err := fedProviders(ctx, tx)
+			if err != nil {
+				return err
+			}
+			if r.Runs, err = loadRuns(ctx, tx, ids, fed); err != nil {
+				return err
+			}
+		}
+		if r.Effects, _, err = effects(ctx, tx, EffectFilter{Key: key, Limit: MaxPageSize}); err != nil {
+			return err
+		}
+		r.Findings, err = findings(ctx, tx, FindingFilter{Key: key})
+		return err
+	})
+	return r, err
+}
