@@ -175,6 +175,11 @@ func runServe(args []string) error {
 		return err
 	}
 	defer db.Close()
+	// Before the writer and the server start: nothing is served from, or
+	// written over, rows derived by other rules.
+	if err := rebuildDerived(ctx, db, c.analysis, logger); err != nil {
+		return err
+	}
 	hub := web.NewHub(c.liveBuffer)
 	wcfg := writer.DefaultConfig
 	wcfg.Analysis = c.analysis

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 
 	"github.com/oncetrace/oncetrace/ingest"
@@ -50,6 +51,9 @@ func runImport(args []string, stdin io.Reader, out io.Writer) error {
 		return err
 	}
 	defer db.Close()
+	if err := rebuildDerived(ctx, db, writer.DefaultConfig.Analysis, slog.New(slog.NewTextHandler(os.Stderr, nil))); err != nil {
+		return fmt.Errorf("import: %w", err)
+	}
 	w := writer.New(db, writer.DefaultConfig)
 	defer w.Close()
 

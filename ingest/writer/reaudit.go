@@ -16,23 +16,39 @@ import (
 // whose outbox holds an effect now.
 func Reaudit(cfg trace.Config) func(tx *store.Tx, executionIDs []string) error {
 	return func(tx *store.Tx, executionIDs []string) error {
-		fed, err := tx.FedProviders()
+		// Their attempts did not change, so neither did their steps' rows.
+		return rederive(tx, executionIDs, cfg, false)
+	}
+}
+
+// rederive loads the executions from the store and saves what trace
+// derives from them now; withSteps also rewrites every step's row.
+func rederive(tx *store.Tx, executionIDs []string, cfg trace.Config, withSteps bool) error {
+	fed, err := tx.FedProviders()
+	if err != nil {
+		return err
+	}
+	runs := make([]trace.Run, 0, len(executionIDs))
+	var steps map[string]map[string]bool
+	if withSteps {
+		steps = make(map[string]map[string]bool, len(executionIDs))
+	}
+	for _, id := range executionIDs {
+		run, err := tx.LoadRun(id, fed)
+		if errors.Is(err, store.ErrNotFound) {
+			continue // pruned since it was queued
+		}
 		if err != nil {
 			return err
 		}
-		runs := make([]trace.Run, 0, len(executionIDs))
-		for _, id := range executionIDs {
-			run, err := tx.LoadRun(id, fed)
-			if errors.Is(err, store.ErrNotFound) {
-				continue // pruned since it was queued
+		runs = append(runs, run)
+		if withSteps {
+			steps[id] = make(map[string]bool, len(run.Steps))
+			for _, s := range run.Steps {
+				steps[id][s.ID] = true
 			}
-			if err != nil {
-				return err
-			}
-			runs = append(runs, run)
 		}
-		// Their attempts did not change, so neither did their steps' rows.
-		_, _, err = saveAnalyses(tx, runs, fed, cfg, nil)
-		return err
 	}
+	_, _, err = saveAnalyses(tx, runs, fed, cfg, steps)
+	return err
 }

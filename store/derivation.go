@@ -1,0 +1,56 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// DerivationVersion returns the derivation version the database's derived
+// rows were computed by, 0 when none was recorded (a database from before
+// versions were).
+func (db *DB) DerivationVersion(ctx context.Context) (int, error) {
+	var v int
+	err := db.read.QueryRowContext(ctx, `SELECT version FROM derivation WHERE id = 1`).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: derivation version: %w", err)
+	}
+	return v, nil
+}
+
+// SetDerivationVersion records that the derived rows are now those of
+// version v.
+func (db *DB) SetDerivationVersion(ctx context.Context, v int) error {
+	return db.Update(ctx, func(tx *Tx) error {
+		if err := tx.exec(`INSERT INTO derivation (id, version) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET version = excluded.version`, v); err != nil {
+			return fmt.Errorf("store: set derivation version: %w", err)
+		}
+		return nil
+	})
+}
+
+// ExecutionIDs returns the id of every execution, in id order: what a
+// rebuild of the derived rows walks.
+func (db *DB) ExecutionIDs(ctx context.Context) ([]string, error) {
+	rows, err := db.read.QueryContext(ctx, `SELECT execution_id FROM executions ORDER BY execution_id`)
+	if err != nil {
+		return nil, fmt.Errorf("store: execution ids: %w", err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("store: execution ids: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: execution ids: %w", err)
+	}
+	return ids, nil
+}

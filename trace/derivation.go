@@ -1,0 +1,15 @@
+package trace
+
+// DerivationVersion names the rules by which this package derives state
+// from events: steps, attempts' derived fields, effect states, counts,
+// gaps, findings and audit states. The store keeps what they derived as a
+// cache stamped with this number; bump it with any change here that alters
+// what such a row would hold, and serve and import rebuild an older
+// database's cache from its event log at start.
+//
+// It lives here, beside the rules, so that the change and the bump are one
+// diff; the store only records it.
+//
+//	1: the first stamped rules.
+//	2: a replay answered from the journal is not a retry (fc66ffe).
+const DerivationVersion = 2
