@@ -38,7 +38,9 @@ func TestDecodeBudgetWaitsThenRefuses(t *testing.T) {
 	go func() {
 		r, err := b.Reserve(ctx, 30)
 		if err == nil {
-			defer r.Release()
+			// Before the send, not deferred after it: the test reads
+			// InUse as soon as it has the answer.
+			r.Release()
 		}
 		got <- err
 	}()
