@@ -96,18 +96,21 @@ func CriticalCount(fs []Finding) int {
 	return n
 }
 
+// Rank orders severities most severe first: critical 0, warning 1,
+// anything else after.
+func (s Severity) Rank() int {
+	switch s {
+	case SeverityCritical:
+		return 0
+	case SeverityWarning:
+		return 1
+	}
+	return 2
+}
+
 // SortFindings orders findings critical first, then by rule, execution,
 // step, key and first effect, so that the same trace always reads the same.
 func SortFindings(fs []Finding) {
-	rank := func(s Severity) int {
-		switch s {
-		case SeverityCritical:
-			return 0
-		case SeverityWarning:
-			return 1
-		}
-		return 2
-	}
 	firstEffect := func(f Finding) EffectRef {
 		if len(f.Effects) == 0 {
 			return EffectRef{}
@@ -117,7 +120,7 @@ func SortFindings(fs []Finding) {
 	slices.SortStableFunc(fs, func(a, b Finding) int {
 		ea, eb := firstEffect(a), firstEffect(b)
 		return cmp.Or(
-			cmp.Compare(rank(a.Severity), rank(b.Severity)),
+			cmp.Compare(a.Severity.Rank(), b.Severity.Rank()),
 			cmp.Compare(a.Rule, b.Rule),
 			cmp.Compare(a.ExecutionID, b.ExecutionID),
 			cmp.Compare(a.StepID, b.StepID),

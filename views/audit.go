@@ -204,18 +204,8 @@ func GroupFindings(fs []FindingView) []FindingGroup {
 		groups = append(groups, g)
 	}
 	slices.SortStableFunc(groups, func(a, b FindingGroup) int {
-		return cmp.Or(cmp.Compare(severityRank(a.Severity), severityRank(b.Severity)),
+		return cmp.Or(cmp.Compare(a.Severity.Rank(), b.Severity.Rank()),
 			NaturalCompare(a.Shown[0].StepID, b.Shown[0].StepID), cmp.Compare(a.Rule, b.Rule))
 	})
 	return groups
-}
-
-func severityRank(s trace.Severity) int {
-	switch s {
-	case trace.SeverityCritical:
-		return 0
-	case trace.SeverityWarning:
-		return 1
-	}
-	return 2
 }
