@@ -29,6 +29,7 @@ CHECK_AXE = [ -f web/testdata/axe/node_modules/axe-core/axe.min.js ] || \
 unit:
 	@$(CHECK_BROWSER)
 	@$(CHECK_AXE)
+	@[ -n "$$ONCETRACE_TEST_POSTGRES" ] || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || echo "!!! PostgreSQL not found: the store's PostgreSQL tests will be SKIPPED; apt-get install postgresql, or set ONCETRACE_REQUIRE_POSTGRES=1 to make them fail"
 	$(GO) test -race -count=1 ./...
 	@$(CHECK_BROWSER)
 	@$(CHECK_AXE)

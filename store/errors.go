@@ -1,11 +1,6 @@
 package store
 
-import (
-	"errors"
-
-	"modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
-)
+import "errors"
 
 // ErrUnwritable is matched (errors.Is) by every error of a write that
 // failed because the database cannot be written at the moment: the disk is
@@ -21,9 +16,10 @@ const (
 	ReasonIO       = "disk I/O error"
 )
 
-// UnwritableError is a write SQLite refused for a cause outside the
-// request (SQLITE_FULL, SQLITE_READONLY, SQLITE_IOERR and their extended
-// codes). Reason is one of the Reason constants; Err is the driver's error.
+// UnwritableError is a write the database refused for a cause outside the
+// request (SQLite's SQLITE_FULL, SQLITE_READONLY, SQLITE_IOERR and their
+// extended codes; PostgreSQL's disk_full, read_only_sql_transaction,
+// io_error; Engine.Unwritable says which). Reason is one of the Reason constants; Err is the driver's error.
 type UnwritableError struct {
 	Reason string
 	Err    error
@@ -36,8 +32,8 @@ func (e *UnwritableError) Unwrap() error { return e.Err }
 // Is makes errors.Is(err, ErrUnwritable) true for every UnwritableError.
 func (e *UnwritableError) Is(target error) bool { return target == ErrUnwritable }
 
-// Unwritable reports whether err, or an error it wraps, is SQLite saying
-// that the database cannot be written, and why. It looks at the driver's
+// Unwritable reports whether err, or an error it wraps, is the database
+// saying that it cannot be written, and why. It looks at the driver's
 // result code, so it works on errors that did not pass through
 // DB.Update yet (a failed statement inside a transaction).
 func Unwritable(err error) (*UnwritableError, bool) {
@@ -48,19 +44,8 @@ func Unwritable(err error) (*UnwritableError, bool) {
 	if errors.As(err, &ue) {
 		return ue, true
 	}
-	var se *sqlite.Error
-	if !errors.As(err, &se) {
-		return nil, false
-	}
-	// Extended codes keep the primary code in the low byte
-	// (SQLITE_IOERR_WRITE = SQLITE_IOERR | 3<<8).
-	switch se.Code() & 0xff {
-	case sqlite3.SQLITE_FULL:
-		return &UnwritableError{Reason: ReasonDiskFull, Err: err}, true
-	case sqlite3.SQLITE_READONLY:
-		return &UnwritableError{Reason: ReasonReadOnly, Err: err}, true
-	case sqlite3.SQLITE_IOERR:
-		return &UnwritableError{Reason: ReasonIO, Err: err}, true
+	if reason, ok := classify(err); ok {
+		return &UnwritableError{Reason: reason, Err: err}, true
 	}
 	return nil, false
 }

@@ -2,35 +2,28 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"time"
 
 	"github.com/oncetrace/oncetrace/trace"
 )
 
-// Tests set these (querycount_test.go); Go's own packages keep such hooks
-// as package variables too.
-var (
-	// readerDriver is the driver of the readers' pool: tests wrap it to
-	// count the statements a read runs.
-	readerDriver = "sqlite"
-	// testHookAfterRunRead runs inside ReadExecution's read transaction
-	// after the run is read, before its findings are.
-	testHookAfterRunRead func()
-)
+// testHookAfterRunRead runs inside ReadExecution's read transaction after
+// the run is read, before its findings are (export_test.go); Go's own
+// packages keep such hooks as package variables too.
+var testHookAfterRunRead func()
 
-// inReadTx runs fn in one read transaction on a reader connection. SQLite
-// in WAL mode gives it one snapshot, taken at its first statement: every
-// query of fn sees the same commits, so what one page shows cannot come
-// from two.
-func (db *DB) inReadTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := db.read.BeginTx(ctx, nil)
+// inReadTx runs fn in one read transaction on a reader connection, which
+// the engine makes one snapshot (SQLite in WAL mode takes it at the first
+// statement; PostgreSQL's is REPEATABLE READ): every query of fn sees the
+// same commits, so what one page shows cannot come from two.
+func (db *DB) inReadTx(ctx context.Context, fn func(tx querier) error) error {
+	tx, err := db.read.DB.BeginTx(ctx, db.engine.ReadTx())
 	if err != nil {
 		return fmt.Errorf("store: begin read: %w", err)
 	}
 	defer tx.Rollback() // it only read
-	return fn(tx)
+	return fn(readTx{tx: tx, d: db.d})
 }
 
 // ExecutionRead is everything an execution's page shows that is stored.
@@ -56,7 +49,7 @@ type OrphanWindow struct {
 // however many steps, attempts and effects it has.
 func (db *DB) ReadExecution(ctx context.Context, id string, orphans func(trace.Run, []trace.Finding) OrphanWindow) (ExecutionRead, error) {
 	var r ExecutionRead
-	err := db.inReadTx(ctx, func(tx *sql.Tx) error {
+	err := db.inReadTx(ctx, func(tx querier) error {
 		fed, err := fedProviders(ctx, tx)
 		if err != nil {
 			return err
@@ -104,7 +97,7 @@ type KeyRead struct {
 // MaxPageSize.
 func (db *DB) ReadKey(ctx context.Context, key string) (KeyRead, error) {
 	var r KeyRead
-	err := db.inReadTx(ctx, func(tx *sql.Tx) error {
+	err := db.inReadTx(ctx, func(tx querier) error {
 		var err error
 		if r.Attempts, err = attemptsWithKey(ctx, tx, key); err != nil {
 			return err

@@ -2,22 +2,30 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"reflect"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/oncetrace/oncetrace/ingest"
 	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
+	"github.com/oncetrace/oncetrace/web"
 )
 
 // openCountingDB is openDB with the readers' statements counted.
-func openCountingDB(t *testing.T) (*store.DB, *writer.Writer, *store.QueryCounter) {
+func openCountingDB(t *testing.T) (*store.DB, *writer.Writer, *queryCounter) {
+	sqliteOnly(t) // the count is of SQLite's driver calls
 	t.Helper()
-	db, counter := store.OpenCounting(t, filepath.Join(t.TempDir(), "oncetrace.db"))
+	db, counter := openCounting(t, filepath.Join(t.TempDir(), "oncetrace.db"))
 	w := writer.New(db, writer.DefaultConfig)
 	t.Cleanup(func() {
 		w.Close()
@@ -27,7 +35,7 @@ func openCountingDB(t *testing.T) (*store.DB, *writer.Writer, *store.QueryCounte
 }
 
 // countQueries returns how many statements fn ran on the readers.
-func countQueries(t *testing.T, c *store.QueryCounter, fn func() error) int64 {
+func countQueries(t *testing.T, c *queryCounter, fn func() error) int64 {
 	t.Helper()
 	before := c.Count()
 	if err := fn(); err != nil {
@@ -249,7 +257,7 @@ func TestReadKeyQueriesDoNotGrowWithItsExecutions(t *testing.T) {
 }
 
 func TestReadExecutionIsOneSnapshot(t *testing.T) {
-	db, w, _ := openCountingDB(t)
+	db, w := openDB(t)
 	write(t, w,
 		map[string]any{"type": "execution", "execution_id": "x", "name": "billing-agent", "status": "running", "started_at": stamp(base)},
 		map[string]any{"type": "attempt", "execution_id": "x", "step_id": "wire", "attempt": 1, "effect": "unsafe",
@@ -278,5 +286,83 @@ func TestReadExecutionIsOneSnapshot(t *testing.T) {
 	}
 	if n := len(during.Run.Steps[0].Attempts); n != 1 || len(during.Findings) != 0 {
 		t.Errorf("read across the retry's commit: got %d attempts and %d findings, want 1 and 0 (the state before it)", n, len(during.Findings))
+	}
+}
+
+// TestPagesQueriesDoNotGrowWithTheirRows serves the executions list, as
+// a page and as JSON, at 5 and at 50 rows, and an execution's page and
+// JSON twin for 12 and for 1,002 attempts: each handler runs the same
+// number of queries however many rows or attempts it shows, none per row.
+// It lives here because the statements are counted by this package's
+// test driver.
+func TestPagesQueriesDoNotGrowWithTheirRows(t *testing.T) {
+	db, w, counter := openCountingDB(t)
+	var events []map[string]any
+	for i := range 60 {
+		events = append(events, executionEvents(fmt.Sprintf("exec_%03d", i), base.Add(time.Duration(i)*time.Hour), 2, 2, 1)...)
+	}
+	write(t, w, events...)
+	write(t, w, append(executionEvents("small", base.Add(-3*time.Hour), 5, 2, 5), retriedUnsafe("small", base.Add(-3*time.Hour))...)...)
+	write(t, w, append(executionEvents("large", base.Add(-2*time.Hour), 100, 10, 100), retriedUnsafe("large", base.Add(-2*time.Hour))...)...)
+	srv := web.New(web.Config{DB: db, Writer: w, Limits: ingest.DefaultLimits, Analysis: trace.DefaultConfig})
+	t.Cleanup(srv.Close)
+
+	// serve GETs path and returns how many queries it ran and what it
+	// answered.
+	serve := func(path string) (int64, string) {
+		t.Helper()
+		var body string
+		n := countQueries(t, counter, func() error {
+			rec := httptest.NewRecorder()
+			srv.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+			if rec.Code != http.StatusOK {
+				return fmt.Errorf("GET %s: got %d %s, want 200", path, rec.Code, rec.Body)
+			}
+			body = rec.Body.String()
+			return nil
+		})
+		return n, body
+	}
+	rowsOf := map[string]func(string) int{
+		"/": func(body string) int { return strings.Count(body, `data-testid="execution-row"`) },
+		"/api/v1/executions": func(body string) int {
+			var list struct{ Executions []json.RawMessage }
+			if err := json.Unmarshal([]byte(body), &list); err != nil {
+				t.Fatalf("executions list: %v", err)
+			}
+			return len(list.Executions)
+		},
+	}
+	for path, rows := range rowsOf {
+		counts := map[int]int64{}
+		for _, limit := range []int{5, 50} {
+			var body string
+			counts[limit], body = serve(path + "?limit=" + strconv.Itoa(limit))
+			if got := rows(body); got != limit {
+				t.Errorf("GET %s?limit=%d: got %d rows, want %d", path, limit, got, limit)
+			}
+		}
+		// The store's one query; the handler adds none.
+		if counts[5] != 1 || counts[50] != 1 {
+			t.Errorf("GET %s: got %d queries for 5 rows, %d for 50, want 1 each", path, counts[5], counts[50])
+		}
+	}
+
+	for _, path := range []string{"/executions/", "/api/v1/executions/"} {
+		counts := map[string]int64{}
+		for _, id := range []string{"small", "large"} {
+			var body string
+			counts[id], body = serve(path + id)
+			if !strings.Contains(body, "send-099") && id == "large" {
+				t.Errorf("GET %s%s: got no step send-099, want all 100 steps", path, id)
+			}
+		}
+		// ReadExecution's queries (the fed providers, five for the run,
+		// findings, effect states); these executions are not unverified,
+		// so no orphans are read.
+		const want = 8
+		if counts["small"] != want || counts["large"] != want {
+			t.Errorf("GET %s: got %d queries for 12 attempts, %d for 1,002, want %d each", path, counts["small"], counts["large"], want)
+		}
 	}
 }

@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"testing"
 )
 
 // SetMaxPageCount sets SQLite's max_page_count on the writer's connection,
@@ -25,3 +27,16 @@ func PageCount(db *DB) (int64, error) {
 	err := db.writeConn.QueryRowContext(context.Background(), "PRAGMA page_count").Scan(&n)
 	return n, err
 }
+
+// SetAfterRunRead makes fn run inside each ReadExecution between reading
+// the run and its findings, until the test ends.
+func SetAfterRunRead(t *testing.T, fn func()) {
+	testHookAfterRunRead = fn
+	t.Cleanup(func() { testHookAfterRunRead = nil })
+}
+
+// ReadPool is the readers' pool, for a test that writes through it.
+func ReadPool(db *DB) *sql.DB { return db.read.DB }
+
+// NoteWrite is what Update does with a write transaction's outcome.
+func NoteWrite(db *DB, err error) error { return db.noteWrite(err) }

@@ -93,12 +93,12 @@ func (db *DB) ProbeWrite(ctx context.Context, interval time.Duration) WriteHealt
 		h.mu.Unlock()
 	}()
 	err := db.Update(ctx, func(t *Tx) error {
-		return t.exec(`INSERT INTO write_probe (id, at, pad) VALUES (1, ?, zeroblob(?))
-			ON CONFLICT (id) DO UPDATE SET at = excluded.at, pad = excluded.pad`, time.Now().UnixNano(), ProbeBytes)
+		return t.exec(`INSERT INTO write_probe (id, at, pad) VALUES (1, ?, ?)
+			ON CONFLICT (id) DO UPDATE SET at = excluded.at, pad = excluded.pad`, time.Now().UnixNano(), make([]byte, ProbeBytes))
 	})
 	if err == nil {
 		// The space goes back to the free list, for the next writes.
-		_ = db.Update(ctx, func(t *Tx) error { return t.exec(`UPDATE write_probe SET pad = x'' WHERE id = 1`) })
+		_ = db.Update(ctx, func(t *Tx) error { return t.exec(`UPDATE write_probe SET pad = ? WHERE id = 1`, []byte{}) })
 	}
 	return db.WriteHealth()
 }

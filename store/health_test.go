@@ -62,6 +62,7 @@ func storedIDs(t *testing.T, db *store.DB) map[string]bool {
 // request is stored, nothing acknowledged is lost, and once there is room
 // a probe finds it and writes pass again.
 func TestFullDatabaseRefusesWritesAndRecovers(t *testing.T) {
+	sqliteOnly(t)
 	ctx := context.Background()
 	db, w := openDB(t)
 	if h := db.WriteHealth(); !h.OK {

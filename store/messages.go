@@ -42,7 +42,7 @@ func (db *DB) PutMessage(ctx context.Context, m Message) error {
 	err := db.Update(ctx, func(t *Tx) error {
 		return t.exec(`INSERT INTO messages (provider, effect_id, mail_from, recipients, received_at, last_received_at, raw)
 			VALUES (?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (provider, effect_id) DO UPDATE SET received = received + 1, last_received_at = excluded.last_received_at`,
+			ON CONFLICT (provider, effect_id) DO UPDATE SET received = messages.received + 1, last_received_at = excluded.last_received_at`,
 			m.Provider, m.EffectID, m.From, string(recipients), at, at, m.Raw)
 	})
 	if err != nil {

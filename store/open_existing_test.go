@@ -8,14 +8,16 @@ import (
 	"testing"
 
 	"github.com/oncetrace/oncetrace/store"
+	"github.com/oncetrace/oncetrace/store/sqlite"
 )
 
 // A command that reads a database must not create one at a mistyped path.
 func TestOpenExistingRefusesAMissingFile(t *testing.T) {
+	sqliteOnly(t)
 	ctx := context.Background()
 	dir := t.TempDir()
 	for _, path := range []string{filepath.Join(dir, "typo.db"), filepath.Join(dir, "no-such-dir", "x.db")} {
-		db, err := store.OpenExisting(ctx, path, store.SyncNormal)
+		db, err := sqlite.OpenExisting(ctx, path, sqlite.SyncNormal)
 		if err == nil {
 			db.Close()
 		}
@@ -35,12 +37,12 @@ func TestOpenExistingRefusesAMissingFile(t *testing.T) {
 	}
 
 	path := filepath.Join(dir, "real.db")
-	db, err := store.Open(ctx, path, store.SyncNormal)
+	db, err := sqlite.Open(ctx, path, sqlite.SyncNormal)
 	if err != nil {
 		t.Fatal(err)
 	}
 	db.Close()
-	db, err = store.OpenExisting(ctx, path, store.SyncNormal)
+	db, err = sqlite.OpenExisting(ctx, path, sqlite.SyncNormal)
 	if err != nil {
 		t.Fatalf("OpenExisting of a database Open created: %v", err)
 	}

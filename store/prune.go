@@ -80,7 +80,8 @@ type PruneResult struct {
 	// Vacuum is how space was reclaimed: "incremental", "full" (rewritten
 	// once with VACUUM), "auto" (auto_vacuum=FULL reclaims at each commit)
 	// or "none" (a database that predates incremental vacuum and is over
-	// VacuumConvertMax: freed pages are reused, the file does not shrink).
+	// VacuumConvertMax: freed pages are reused, the file does not shrink);
+	// on PostgreSQL "autovacuum" (its autovacuum makes the space reusable).
 	Vacuum   string
 	Duration time.Duration
 }
@@ -317,10 +318,11 @@ func (t *Tx) deleteExecutions(ids []string, res *PruneResult) (int64, error) {
 	}
 	// Effects joined by trace context alone belong to their trace's
 	// executions: they go with the last of them.
-	// (+execution_id: found through the trace index, not through the index
-	// of every effect that names no execution.)
+	// (execution_id || '': found through the trace index, not through the
+	// index of every effect that names no execution, which SQLite would
+	// pick for the plain column.)
 	joined, err := t.effectKeys(`SELECT provider, effect_id, idempotency_key FROM effects f
-		WHERE +f.execution_id = '' AND f.trace_id IN `+inList+`
+		WHERE f.execution_id || '' = '' AND f.trace_id IN `+inList+`
 		AND NOT EXISTS (SELECT 1 FROM attempts WHERE trace_id = f.trace_id)
 		AND NOT EXISTS (SELECT 1 FROM spans WHERE trace_id = f.trace_id)
 		AND NOT EXISTS (SELECT 1 FROM executions WHERE execution_id = f.trace_id)`, jsonList(traces))
@@ -385,7 +387,7 @@ func (t *Tx) deleteEffects(effects []effectKey, res *PruneResult) (int64, error)
 	}
 	// The effects as (provider, effect_id) rows; an effect's raw events are
 	// those of its entity, "e" NUL provider NUL effect_id (trace.Event.Entity).
-	const refs = `(SELECT json_extract(value, '$[0]') AS p, json_extract(value, '$[1]') AS id FROM json_each(?))`
+	const refs = `(SELECT json_extract(value, '$[0]') AS p, json_extract(value, '$[1]') AS id FROM json_each(?)) AS refs`
 	var rows int64
 	for _, q := range []struct {
 		query string
@@ -529,6 +531,12 @@ func (p *pruner) orphanEffects(ctx context.Context) error {
 // does that for new files); by one VACUUM that also switches it, when it
 // predates that and is small enough; else not at all.
 func (p *pruner) vacuum(ctx context.Context) error {
+	if p.db.engine.Name() != "sqlite" {
+		// PostgreSQL's autovacuum makes the space reusable; giving it
+		// back to the file system is the operator's VACUUM FULL.
+		p.res.Vacuum = "autovacuum"
+		return nil
+	}
 	var mode, free int64
 	if err := p.db.read.QueryRowContext(ctx, `PRAGMA auto_vacuum`).Scan(&mode); err != nil {
 		return fmt.Errorf("store: prune vacuum: %w", err)
@@ -631,9 +639,14 @@ func (db *DB) withWriter(ctx context.Context, fn func(*sql.Conn) error) (time.Du
 	return time.Since(start), err
 }
 
-// pageBytes is the database's size: its page count times its page size,
-// which is what the file shrinks to once a vacuum is checkpointed.
+// pageBytes is the database's size: on SQLite its page count times its
+// page size, which is what the file shrinks to once a vacuum is
+// checkpointed; elsewhere what the engine measures.
 func (db *DB) pageBytes(ctx context.Context) (int64, error) {
+	if db.engine.Name() != "sqlite" {
+		sz, err := db.engine.Sizes(ctx, db.read.DB)
+		return sz.Main, err
+	}
 	var pages, size int64
 	if err := db.read.QueryRowContext(ctx, `SELECT page_count, page_size FROM pragma_page_count(), pragma_page_size()`).Scan(&pages, &size); err != nil {
 		return 0, fmt.Errorf("store: database size: %w", err)
@@ -653,26 +666,4 @@ func (db *DB) PendingReaudits(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("store: pending re-audits: %w", err)
 	}
 	return n, nil
-}
-
-// vacuumIncrementallyWhenNew makes a new database file one whose freed
-// pages a prune can give back a chunk at a time. An existing file keeps
-// its mode: switching it takes a VACUUM, which rewrites it whole (see
-// pruner.vacuum).
-func (db *DB) vacuumIncrementallyWhenNew(ctx context.Context) error {
-	var tables int
-	if err := db.write.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master`).Scan(&tables); err != nil {
-		return fmt.Errorf("store: open %s: %w", db.Path, err)
-	}
-	if tables > 0 {
-		return nil
-	}
-	// Setting WAL (a DSN pragma) already wrote the file's header, so the
-	// switch takes a VACUUM, which an empty file makes instant.
-	for _, pragma := range []string{`PRAGMA auto_vacuum = INCREMENTAL`, `VACUUM`} {
-		if _, err := db.write.ExecContext(ctx, pragma); err != nil {
-			return fmt.Errorf("store: open %s: %s: %w", db.Path, pragma, err)
-		}
-	}
-	return nil
 }

@@ -69,6 +69,7 @@ func loadOldExecutions(t *testing.T, w *writer.Writer, now time.Time, n int) {
 // committed between the prune's transactions, that each transaction is
 // small, and that the file shrinks.
 func TestPruneWhileIngesting(t *testing.T) {
+	sqliteOnly(t) // it measures the file and its WAL
 	n := 20000
 	if testing.Short() || raceEnabled {
 		n = 2000

@@ -90,7 +90,7 @@ func pruneWorld(t *testing.T, now time.Time) (*store.DB, *writer.Writer) {
 // rawDB opens the database file as plain SQL, to look at every table.
 func rawDB(t *testing.T, db *store.DB) *sql.DB {
 	t.Helper()
-	raw, err := sql.Open("sqlite", "file:"+db.Path+"?_pragma=busy_timeout(10000)")
+	raw, err := sql.Open(rawDriver(db))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,6 +110,14 @@ func mentions(t *testing.T, raw *sql.DB, s string) map[string]int {
 		"effects":    `SELECT count(*) FROM effects WHERE execution_id = ?1 OR effect_id = ?1 OR trace_id = ?1`,
 		"findings":   `SELECT count(*) FROM findings WHERE execution_id = ?1 OR effect_id = ?1 OR instr(body, ?1) > 0`,
 		"messages":   `SELECT count(*) FROM messages WHERE effect_id = ?1 OR instr(raw, ?1) > 0`,
+	}
+	if engine == "postgres" {
+		queries["events"] = `SELECT count(*) FROM events WHERE execution_id = $1 OR strpos(body, $1) > 0`
+		queries["findings"] = `SELECT count(*) FROM findings WHERE execution_id = $1 OR effect_id = $1 OR strpos(body, $1) > 0`
+		queries["messages"] = `SELECT count(*) FROM messages WHERE effect_id = $1 OR position(convert_to($1, 'UTF8') in raw) > 0`
+		for table, q := range queries {
+			queries[table] = strings.ReplaceAll(q, "?1", "$1")
+		}
 	}
 	out := map[string]int{}
 	for table, q := range queries {
@@ -287,7 +295,11 @@ func TestPruneDeletesOldExecutionsWithEverythingNamingThem(t *testing.T) {
 			phases = append(phases, b.Phase)
 		}
 	}
-	if want := []string{"executions", "reaudit-key", "reaudit-trace", "reaudit-execution", "effects", "vacuum", "checkpoint"}; !slices.Equal(phases, want) {
+	want := []string{"executions", "reaudit-key", "reaudit-trace", "reaudit-execution", "effects", "vacuum", "checkpoint"}
+	if engine == "postgres" {
+		want = want[:5] // autovacuum reclaims; there is no file to check
+	}
+	if !slices.Equal(phases, want) {
 		t.Errorf("phases: got %v, want %v", phases, want)
 	}
 	if st := db.PruneStats(); st.Runs != 1 || st.Executions != 1 || st.Effects != 4 || st.Rows != res.Rows || st.Rows == 0 {
@@ -360,6 +372,7 @@ func TestPruneResumesWhatWasLeftToReaudit(t *testing.T) {
 }
 
 func TestOpenCreatesIncrementalVacuumFiles(t *testing.T) {
+	sqliteOnly(t)
 	db, _ := openDB(t)
 	var mode int
 	if err := rawDB(t, db).QueryRow(`PRAGMA auto_vacuum`).Scan(&mode); err != nil {

@@ -1,4 +1,4 @@
-package store
+package store_test
 
 import (
 	"context"
@@ -10,7 +10,10 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"modernc.org/sqlite"
+	moderncsqlite "modernc.org/sqlite"
+
+	"github.com/oncetrace/oncetrace/store"
+	"github.com/oncetrace/oncetrace/store/sqlite"
 )
 
 // countingDriver is SQLite's driver with every statement a connection
@@ -19,40 +22,33 @@ type countingDriver struct{}
 
 var (
 	countersMu sync.Mutex
-	counters   = map[string]*QueryCounter{} // by database path
+	counters   = map[string]*queryCounter{} // by database path
 )
 
-// QueryCounter counts the statements the readers of one database ran.
-type QueryCounter struct{ n atomic.Int64 }
+// queryCounter counts the statements the readers of one database ran.
+type queryCounter struct{ n atomic.Int64 }
 
 // Count is the number of statements counted so far.
-func (c *QueryCounter) Count() int64 { return c.n.Load() }
+func (c *queryCounter) Count() int64 { return c.n.Load() }
 
 func init() { sql.Register("sqlite-counting", countingDriver{}) }
 
-// OpenCounting opens the database at path as Open does, its readers'
+// openCounting opens the database at path as Open does, its readers'
 // statements counted; the readers get BEGIN and ROLLBACK uncounted, so
 // the count is of queries.
-func OpenCounting(t *testing.T, path string) (*DB, *QueryCounter) {
+func openCounting(t *testing.T, path string) (*store.DB, *queryCounter) {
 	t.Helper()
-	c := &QueryCounter{}
+	c := &queryCounter{}
 	countersMu.Lock()
 	counters[path] = c
 	countersMu.Unlock()
-	readerDriver = "sqlite-counting"
-	defer func() { readerDriver = "sqlite" }()
-	db, err := Open(context.Background(), path, SyncNormal)
+	sqlite.ReaderDriver = "sqlite-counting"
+	defer func() { sqlite.ReaderDriver = "sqlite" }()
+	db, err := sqlite.Open(context.Background(), path, sqlite.SyncNormal)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return db, c
-}
-
-// SetAfterRunRead makes fn run inside each ReadExecution between reading
-// the run and its findings, until the test ends.
-func SetAfterRunRead(t *testing.T, fn func()) {
-	testHookAfterRunRead = fn
-	t.Cleanup(func() { testHookAfterRunRead = nil })
 }
 
 func (countingDriver) Open(dsn string) (driver.Conn, error) {
@@ -64,7 +60,7 @@ func (countingDriver) Open(dsn string) (driver.Conn, error) {
 	countersMu.Lock()
 	c := counters[path]
 	countersMu.Unlock()
-	conn, err := (&sqlite.Driver{}).Open(dsn)
+	conn, err := (&moderncsqlite.Driver{}).Open(dsn)
 	if err != nil || c == nil {
 		return conn, err
 	}
@@ -76,7 +72,7 @@ func (countingDriver) Open(dsn string) (driver.Conn, error) {
 // QueryContext.
 type countingConn struct {
 	conn driver.Conn
-	c    *QueryCounter
+	c    *queryCounter
 }
 
 func (cc *countingConn) Prepare(query string) (driver.Stmt, error) {
@@ -123,7 +119,7 @@ func (cc *countingConn) Ping(ctx context.Context) error { return cc.conn.(driver
 
 type countingStmt struct {
 	driver.Stmt
-	c *QueryCounter
+	c *queryCounter
 }
 
 func (s *countingStmt) Exec(args []driver.Value) (driver.Result, error) {

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -46,7 +45,7 @@ var ErrBadCursor = fmt.Errorf("cursor: not a cursor this server issued")
 // ListExecutions returns executions newest first, and the cursor of the
 // next page ("" on the last one).
 func (db *DB) ListExecutions(ctx context.Context, f ExecutionFilter) (list []ExecutionSummary, next string, err error) {
-	err = db.inReadTx(ctx, func(tx *sql.Tx) error {
+	err = db.inReadTx(ctx, func(tx querier) error {
 		list, next, err = listExecutions(ctx, tx, f)
 		return err
 	})
@@ -157,7 +156,7 @@ func decodeCursor(c string) (int64, string, error) {
 
 // Run loads one execution with everything the audit and the views need.
 func (db *DB) Run(ctx context.Context, id string) (run trace.Run, err error) {
-	err = db.inReadTx(ctx, func(tx *sql.Tx) error {
+	err = db.inReadTx(ctx, func(tx querier) error {
 		fed, err := fedProviders(ctx, tx)
 		if err != nil {
 			return err
@@ -404,7 +403,7 @@ func effectStates(ctx context.Context, q querier, refs []trace.EffectRef) (map[t
 	// The refs are one JSON argument of [provider, id] pairs, so the text
 	// stays the same for any number; each pair is a primary key lookup.
 	rows, err := q.QueryContext(ctx, `SELECT e.provider, e.effect_id, e.state FROM json_each(?) AS ref
-		JOIN effects AS e ON e.provider = ref.value ->> 0 AND e.effect_id = ref.value ->> 1`, string(list))
+		JOIN effects AS e ON e.provider = json_extract(ref.value, '$[0]') AND e.effect_id = json_extract(ref.value, '$[1]')`, string(list))
 	if err != nil {
 		return nil, fmt.Errorf("store: effect states: %w", err)
 	}
@@ -435,7 +434,7 @@ func (db *DB) AttemptsWithKey(ctx context.Context, key string) ([]trace.Attempt,
 
 func attemptsWithKey(ctx context.Context, q querier, key string) ([]trace.Attempt, error) {
 	rows, err := q.QueryContext(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE idempotency_key = ?
-		ORDER BY started_at, execution_id, step_id, attempt`, key)
+		ORDER BY started_at NULLS FIRST, execution_id, step_id, attempt`, key)
 	if err != nil {
 		return nil, fmt.Errorf("store: attempts with key: %w", err)
 	}

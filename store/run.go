@@ -149,7 +149,7 @@ func loadRuns(ctx context.Context, q querier, ids []string, fed map[string]bool)
 		start = end
 	}
 
-	rows, err = q.QueryContext(ctx, `SELECT `+spanColumns+` FROM spans WHERE execution_id IN `+inList+` ORDER BY started_at, span_id`, jsonList(found))
+	rows, err = q.QueryContext(ctx, `SELECT `+spanColumns+` FROM spans WHERE execution_id IN `+inList+` ORDER BY started_at NULLS FIRST, span_id`, jsonList(found))
 	if err != nil {
 		return nil, fmt.Errorf("store: load spans: %w", err)
 	}
@@ -180,7 +180,7 @@ func loadRuns(ctx context.Context, q querier, ids []string, fed map[string]bool)
 	allKeys, allTraces := sortedSet(keySet), sortedSet(traceSet)
 	rows, err = q.QueryContext(ctx, `SELECT `+effectColumns+` FROM effects WHERE execution_id IN `+inList+`
 		UNION SELECT `+effectColumns+` FROM effects WHERE idempotency_key IN `+inList+`
-		UNION SELECT `+effectColumns+` FROM effects WHERE trace_id IN `+inList+` ORDER BY at, provider, effect_id`,
+		UNION SELECT `+effectColumns+` FROM effects WHERE trace_id IN `+inList+` ORDER BY at NULLS FIRST, provider, effect_id`,
 		jsonList(found), jsonList(allKeys), jsonList(allTraces))
 	if err != nil {
 		return nil, fmt.Errorf("store: load effects: %w", err)

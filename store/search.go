@@ -201,7 +201,7 @@ func searchClause(ctx context.Context, q querier, text string) (string, []any, e
 	var countArgs []any
 	for _, w := range words {
 		match, matchArgs := termMatch(foldASCII(w))
-		counts = append(counts, `(SELECT count(*) FROM (SELECT 1 FROM search_terms WHERE `+match+` LIMIT `+strconv.Itoa(broadWord)+`))`)
+		counts = append(counts, `(SELECT count(*) FROM (SELECT 1 FROM search_terms WHERE `+match+` LIMIT `+strconv.Itoa(broadWord)+`) AS broad)`)
 		countArgs = append(countArgs, matchArgs...)
 	}
 	n := make([]int, len(words))
@@ -243,11 +243,13 @@ func searchClause(ctx context.Context, q querier, text string) (string, []any, e
 }
 
 // termMatch matches term against a folded word. The prefix range's upper
-// bound appends 0xff, a byte no UTF-8 text holds, so under the BINARY
-// collation every term that begins with the word sorts below it.
+// bound appends U+10FFFF, the last code point, so under byte order
+// (SQLite's BINARY, PostgreSQL's "C") every term that begins with the word
+// sorts below it but one that continues with U+10FFFF itself. Unlike a
+// 0xff byte, the bound is valid UTF-8, which PostgreSQL requires.
 func termMatch(word string) (string, []any) {
 	if len(word) < minPrefix {
 		return `term = ?`, []any{word}
 	}
-	return `term >= ? AND term < ?`, []any{word, word + "\xff"}
+	return `term >= ? AND term < ?`, []any{word, word + "\U0010FFFF"}
 }

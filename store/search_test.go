@@ -3,7 +3,6 @@ package store_test
 import (
 	"context"
 	"database/sql"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
+	"github.com/oncetrace/oncetrace/store/sqlite"
 )
 
 // searchWorld is an invoice run, a payment run and a traced run:
@@ -187,6 +187,7 @@ func TestSearchRepostedEventsDoNotDuplicate(t *testing.T) {
 // The migration's back-fill, written in SQL, makes the very terms the
 // writer makes in Go: a database from before it is searchable as a new one.
 func TestSearchBackfillMatchesWriter(t *testing.T) {
+	sqliteOnly(t)
 	ctx := context.Background()
 	db, _, _ := searchWorld(t)
 	written := searchTermRows(t, db)
@@ -207,7 +208,7 @@ func TestSearchBackfillMatchesWriter(t *testing.T) {
 	}
 	raw.Close()
 
-	reopened, err := store.Open(ctx, db.Path, store.SyncNormal)
+	reopened, err := sqlite.Open(ctx, db.Path, sqlite.SyncNormal)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +226,7 @@ func TestSearchBackfillMatchesWriter(t *testing.T) {
 
 func searchTermRows(t *testing.T, db *store.DB) []string {
 	t.Helper()
-	raw, err := sql.Open("sqlite", "file:"+filepath.Clean(db.Path)+"?_pragma=busy_timeout(10000)&_pragma=query_only(1)")
+	raw, err := sql.Open(rawDriver(db))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,10 +2,7 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 )
 
 // FindingCount is how many stored findings one rule has at one severity.
@@ -44,21 +41,7 @@ type FileSizes struct {
 	WAL  int64
 }
 
-// FileSizes stats the database file and its -wal file; a missing WAL
-// (after a clean close) counts as 0 bytes.
+// FileSizes is what the database holds on disk, as its engine measures it.
 func (db *DB) FileSizes() (FileSizes, error) {
-	var sz FileSizes
-	st, err := os.Stat(db.Path)
-	if err != nil {
-		return sz, fmt.Errorf("store: size of %s: %w", db.Path, err)
-	}
-	sz.Main = st.Size()
-	st, err = os.Stat(db.Path + "-wal")
-	switch {
-	case err == nil:
-		sz.WAL = st.Size()
-	case !errors.Is(err, fs.ErrNotExist):
-		return sz, fmt.Errorf("store: size of %s-wal: %w", db.Path, err)
-	}
-	return sz, nil
+	return db.engine.Sizes(context.Background(), db.read.DB)
 }

@@ -9,11 +9,13 @@ import (
 	"time"
 
 	"github.com/oncetrace/oncetrace/store"
+	"github.com/oncetrace/oncetrace/store/sqlite"
 )
 
 // TestFindingCountsAndFileSizes: the counts are the stored findings by rule
 // and severity, and the sizes are the files' own.
 func TestFindingCountsAndFileSizes(t *testing.T) {
+	sqliteOnly(t)
 	db, w := openDB(t)
 	ctx := context.Background()
 	if got, err := db.FindingCounts(ctx); err != nil || len(got) != 0 {
@@ -57,7 +59,7 @@ func TestFindingCountsAndFileSizes(t *testing.T) {
 		t.Errorf("FileSizes: got %+v, want main %d and WAL %d (not 0 after writes)", sz, main.Size(), wal.Size())
 	}
 	// After a clean close the WAL is folded back and removed: 0 bytes, not an error.
-	closed, err := store.Open(ctx, filepath.Join(t.TempDir(), "closed.db"), store.SyncNormal)
+	closed, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "closed.db"), sqlite.SyncNormal)
 	if err != nil {
 		t.Fatal(err)
 	}

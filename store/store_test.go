@@ -16,6 +16,7 @@ import (
 	"github.com/oncetrace/oncetrace/ingest"
 	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
+	"github.com/oncetrace/oncetrace/store/sqlite"
 	"github.com/oncetrace/oncetrace/trace"
 )
 
@@ -27,10 +28,7 @@ func stamp(t time.Time) string { return t.Format(time.RFC3339Nano) }
 // so that it commits what is queued while the database is still open.
 func openDB(t *testing.T) (*store.DB, *writer.Writer) {
 	t.Helper()
-	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "oncetrace.db"), store.SyncNormal)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := openEngine(t)
 	w := writer.New(db, writer.DefaultConfig)
 	t.Cleanup(func() {
 		w.Close()
@@ -63,9 +61,10 @@ func write(t *testing.T, w *writer.Writer, events ...map[string]any) writer.Resu
 }
 
 func TestOpenAppliesMigrationsOnce(t *testing.T) {
+	sqliteOnly(t)
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "oncetrace.db")
-	first, err := store.Open(ctx, path, store.SyncNormal)
+	first, err := sqlite.Open(ctx, path, sqlite.SyncNormal)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,13 +74,13 @@ func TestOpenAppliesMigrationsOnce(t *testing.T) {
 
 	// A second handle while the first is open, then a reopen after both
 	// closed: neither may apply a migration again or lose data.
-	second, err := store.Open(ctx, path, store.SyncFull)
+	second, err := sqlite.Open(ctx, path, sqlite.SyncFull)
 	if err != nil {
 		t.Fatalf("second open while the first is open: %v", err)
 	}
 	second.Close()
 	first.Close()
-	third, err := store.Open(ctx, path, store.SyncNormal)
+	third, err := sqlite.Open(ctx, path, sqlite.SyncNormal)
 	if err != nil {
 		t.Fatalf("reopen: %v", err)
 	}
@@ -90,7 +89,7 @@ func TestOpenAppliesMigrationsOnce(t *testing.T) {
 		t.Errorf("exec_1 after reopening: got %v, want it found", err)
 	}
 
-	entries, err := os.ReadDir("migrations")
+	entries, err := os.ReadDir("sqlite/migrations")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +134,8 @@ func TestOpenAppliesMigrationsOnce(t *testing.T) {
 }
 
 func TestOpenRejectsUnknownSync(t *testing.T) {
-	_, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "x.db"), store.Sync("sometimes"))
+	sqliteOnly(t)
+	_, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "x.db"), sqlite.Sync("sometimes"))
 	if err == nil || !strings.Contains(err.Error(), "sync") {
 		t.Errorf("Open with sync sometimes: got %v, want an error naming sync", err)
 	}

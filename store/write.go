@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,10 +17,11 @@ import (
 // Tx is one write transaction on the single writer connection. Its methods
 // are the building blocks of ingest's group commit.
 type Tx struct {
-	ctx   context.Context
-	db    *DB
-	tx    *sql.Tx
-	stmts map[string]*sql.Stmt
+	ctx     context.Context
+	db      *DB
+	tx      *sql.Tx
+	stmts   map[string]*sql.Stmt
+	lastSeq int64 // the last event stored, for the engine's Notify
 }
 
 // Update runs fn in one write transaction and commits it when fn returns nil.
@@ -40,8 +42,18 @@ func (db *DB) Update(ctx context.Context, fn func(*Tx) error) error {
 	// A full disk, a read-only file or an I/O error becomes an
 	// *UnwritableError (errors.go), and every outcome is noted for
 	// WriteHealth, whether fn or the commit met it.
+	if lock := db.engine.WriteLock(); lock != "" {
+		if err := t.exec(lock); err != nil {
+			return db.noteWrite(fmt.Errorf("store: write lock: %w", err))
+		}
+	}
 	if err := fn(t); err != nil {
 		return db.noteWrite(err)
+	}
+	if notify := db.engine.Notify(); notify != "" && t.lastSeq > 0 {
+		if err := t.exec(notify, strconv.FormatInt(t.lastSeq, 10)); err != nil {
+			return db.noteWrite(fmt.Errorf("store: notify: %w", err))
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return db.noteWrite(fmt.Errorf("store: commit: %w", err))
@@ -78,7 +90,7 @@ func (t *Tx) QueryContext(ctx context.Context, query string, args ...any) (*sql.
 func (t *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
 	s, err := t.stmt(query)
 	if err != nil {
-		return t.tx.QueryRowContext(ctx, query, args...) // reports the same error
+		return t.tx.QueryRowContext(ctx, t.db.d.rebind(query), args...) // reports the same error
 	}
 	return s.QueryRowContext(ctx, args...)
 }
@@ -106,22 +118,16 @@ func (t *Tx) RollbackTo() error {
 // InsertEvent appends an event to the raw log unless its id is already
 // there. It returns the event's sequence number when it was inserted.
 func (t *Tx) InsertEvent(ev trace.Event, received time.Time) (seq int64, inserted bool, err error) {
-	s, err := t.stmt(`INSERT INTO events (id, type, entity, execution_id, body, received_at) VALUES (?, ?, ?, ?, ?, ?)
-		ON CONFLICT (id) DO NOTHING`)
-	if err != nil {
-		return 0, false, fmt.Errorf("store: insert event: %w", err)
+	err = t.QueryRowContext(t.ctx, `INSERT INTO events (id, type, entity, execution_id, body, received_at) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (id) DO NOTHING RETURNING seq`,
+		ev.ID, string(ev.Type), t.db.entityKey(ev.Entity()), ev.ExecutionID(), string(ev.Body), received.UnixNano()).Scan(&seq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil // already stored: a duplicate
 	}
-	res, err := s.ExecContext(t.ctx, ev.ID, string(ev.Type), ev.Entity(), ev.ExecutionID(), string(ev.Body), received.UnixNano())
-	if err != nil {
-		return 0, false, fmt.Errorf("store: insert event %s: %w", ev.ID, err)
-	}
-	if n, err := res.RowsAffected(); err != nil || n == 0 {
-		return 0, false, err // already stored: a duplicate
-	}
-	seq, err = res.LastInsertId() // seq is the rowid
 	if err != nil {
 		return 0, false, fmt.Errorf("store: insert event %s: %w", ev.ID, err)
 	}
+	t.lastSeq = max(t.lastSeq, seq)
 	return seq, true, nil
 }
 
@@ -133,7 +139,7 @@ type StoredBody struct {
 
 // EntityEvents returns the stored id and body of every event of one entity.
 func (t *Tx) EntityEvents(entity string) ([]StoredBody, error) {
-	rows, err := t.QueryContext(t.ctx, `SELECT id, body FROM events WHERE entity = ?`, entity)
+	rows, err := t.QueryContext(t.ctx, `SELECT id, body FROM events WHERE entity = ?`, t.db.entityKey(entity))
 	if err != nil {
 		return nil, fmt.Errorf("store: entity events: %w", err)
 	}
@@ -181,14 +187,20 @@ func (t *Tx) PutAttempt(a trace.Attempt) error {
 		err := t.QueryRowContext(t.ctx, `SELECT attempt FROM attempts WHERE execution_id = ? AND step_id = ? AND trace_id = ? AND span_id = ?
 			AND derived_number = 1`, a.ExecutionID, a.StepID, a.TraceID, a.SpanID).Scan(&a.Number)
 		if errors.Is(err, sql.ErrNoRows) {
-			err = t.QueryRowContext(t.ctx, `SELECT min(coalesce(min(attempt), 0), 0) - 1 FROM attempts WHERE execution_id = ? AND step_id = ?`,
+			err = t.QueryRowContext(t.ctx, `SELECT coalesce(min(attempt), 0) - 1 FROM attempts WHERE execution_id = ? AND step_id = ? AND attempt < 0`,
 				a.ExecutionID, a.StepID).Scan(&a.Number)
 		}
 		if err != nil {
 			return fmt.Errorf("store: put attempt %s/%s span %s: %w", a.ExecutionID, a.StepID, a.SpanID, err)
 		}
 	}
-	err := t.exec(`INSERT OR REPLACE INTO attempts (`+attemptColumns+`, derived_number) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	err := t.exec(`INSERT INTO attempts (`+attemptColumns+`, derived_number) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (execution_id, step_id, attempt) DO UPDATE SET tool = excluded.tool, effect = excluded.effect,
+			provider = excluded.provider, outcome = excluded.outcome, deduplicated = excluded.deduplicated,
+			idempotency_key = excluded.idempotency_key, worker = excluded.worker, started_at = excluded.started_at,
+			ended_at = excluded.ended_at, args = excluded.args, result = excluded.result, error = excluded.error,
+			conflicts = excluded.conflicts, trace_id = excluded.trace_id, span_id = excluded.span_id,
+			derived_number = excluded.derived_number`,
 		a.ExecutionID, a.StepID, a.Number, a.Tool, string(a.Effect), a.Provider, string(a.Outcome), boolInt(a.Deduplicated),
 		a.IdempotencyKey, a.Worker, nanos(a.StartedAt), nanos(a.EndedAt), jsonText(a.Args), jsonText(a.Result), a.Error, jsonText(a.Conflicts),
 		a.TraceID, a.SpanID, boolInt(derived))
@@ -202,7 +214,7 @@ func (t *Tx) PutAttempt(a trace.Attempt) error {
 // sent with it is about to take, to a placeholder that RenumberStep then
 // replaces: two attempts never share a row. It reports whether one moved.
 func (t *Tx) VacateNumber(executionID, stepID string, number int) (bool, error) {
-	s, err := t.stmt(`UPDATE attempts SET attempt = (SELECT min(coalesce(min(attempt), 0), 0) - 1 FROM attempts WHERE execution_id = ? AND step_id = ?)
+	s, err := t.stmt(`UPDATE attempts SET attempt = (SELECT coalesce(min(attempt), 0) - 1 FROM attempts WHERE execution_id = ? AND step_id = ? AND attempt < 0)
 		WHERE execution_id = ? AND step_id = ? AND attempt = ? AND derived_number = 1`)
 	if err != nil {
 		return false, fmt.Errorf("store: vacate %s/%s/%d: %w", executionID, stepID, number, err)
@@ -275,7 +287,12 @@ func (t *Tx) RenumberStep(executionID, stepID string) error {
 
 // PutSpan stores a span's folded fields.
 func (t *Tx) PutSpan(s trace.Span) error {
-	err := t.exec(`INSERT OR REPLACE INTO spans (`+spanColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	err := t.exec(`INSERT INTO spans (`+spanColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (trace_id, span_id) DO UPDATE SET execution_id = excluded.execution_id,
+			parent_span_id = excluded.parent_span_id, role = excluded.role, name = excluded.name,
+			started_at = excluded.started_at, ended_at = excluded.ended_at, error = excluded.error, model = excluded.model,
+			input_tokens = excluded.input_tokens, output_tokens = excluded.output_tokens, http_method = excluded.http_method,
+			http_url = excluded.http_url, http_status = excluded.http_status, idempotency_key = excluded.idempotency_key`,
 		s.TraceID, s.SpanID, s.ExecutionID, s.ParentSpanID, string(s.Role), s.Name, nanos(s.StartedAt), nanos(s.EndedAt), s.Error,
 		s.Model, s.InputTokens, s.OutputTokens, s.HTTPMethod, s.HTTPURL, s.HTTPStatus, s.IdempotencyKey)
 	if err != nil {
@@ -288,12 +305,12 @@ func (t *Tx) PutSpan(s trace.Span) error {
 // nothing but effects of that trace made it: no event names it and no
 // attempt or span belongs to it. It reports whether it did.
 func (t *Tx) DropTracePlaceholder(traceID string) (bool, error) {
-	var placeholder int
+	var placeholder bool
 	err := t.QueryRowContext(t.ctx, `SELECT EXISTS (SELECT 1 FROM executions WHERE execution_id = ?)
 		AND NOT EXISTS (SELECT 1 FROM events WHERE execution_id = ?)
 		AND NOT EXISTS (SELECT 1 FROM attempts WHERE execution_id = ?)
 		AND NOT EXISTS (SELECT 1 FROM spans WHERE execution_id = ?)`, traceID, traceID, traceID, traceID).Scan(&placeholder)
-	if err != nil || placeholder == 0 {
+	if err != nil || !placeholder {
 		return false, err
 	}
 	if err := t.exec(`DELETE FROM findings WHERE execution_id = ? AND source = 'run'`, traceID); err != nil {
@@ -334,7 +351,7 @@ func (t *Tx) PutEffect(f trace.Effect) error {
 // HasEffects reports whether a provider's outbox holds any effect.
 func (t *Tx) HasEffects(provider string) (bool, error) {
 	var n int
-	err := t.QueryRowContext(t.ctx, `SELECT count(*) FROM (SELECT 1 FROM effects WHERE provider = ? LIMIT 1)`, provider).Scan(&n)
+	err := t.QueryRowContext(t.ctx, `SELECT count(*) FROM (SELECT 1 FROM effects WHERE provider = ? LIMIT 1) AS one`, provider).Scan(&n)
 	if err != nil {
 		return false, fmt.Errorf("store: provider %s: %w", provider, err)
 	}
@@ -456,7 +473,7 @@ func (t *Tx) RecheckOrphans(effects []trace.EffectRef, keys []string, steps []St
 		if err != nil {
 			return nil, fmt.Errorf("store: recheck effect %s/%s: %w", r.Provider, r.ID, err)
 		}
-		var matched int
+		var matched bool
 		// An effect with a trace context belongs to its trace's execution
 		// whether or not a tool call of it arrived: never an orphan of no one.
 		err = t.QueryRowContext(t.ctx, `SELECT ? != '' OR EXISTS (SELECT 1 FROM attempts WHERE ? != '' AND idempotency_key = ?)
@@ -469,7 +486,7 @@ func (t *Tx) RecheckOrphans(effects []trace.EffectRef, keys []string, steps []St
 			return nil, fmt.Errorf("store: recheck effect %s/%s: %w", r.Provider, r.ID, err)
 		}
 		state := trace.MatchMatched
-		if matched == 0 {
+		if !matched {
 			state = trace.MatchOrphan
 			if err := t.insertFinding("effect", trace.OrphanFinding(f)); err != nil {
 				return nil, err
@@ -567,7 +584,9 @@ func (t *Tx) SaveAnalysis(a Analysis) error {
 		if !a.Steps[s.ID] {
 			continue
 		}
-		if err := t.exec(`INSERT OR REPLACE INTO steps (execution_id, step_id, tool, effect, provider, attempts) VALUES (?, ?, ?, ?, ?, ?)`,
+		if err := t.exec(`INSERT INTO steps (execution_id, step_id, tool, effect, provider, attempts) VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT (execution_id, step_id) DO UPDATE SET tool = excluded.tool, effect = excluded.effect,
+				provider = excluded.provider, attempts = excluded.attempts`,
 			id, s.ID, s.Tool, string(s.Effect), s.Provider, len(s.Attempts)); err != nil {
 			return fmt.Errorf("store: save step %s/%s: %w", id, s.ID, err)
 		}

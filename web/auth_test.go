@@ -19,6 +19,7 @@ import (
 	"github.com/oncetrace/oncetrace/ingest"
 	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
+	"github.com/oncetrace/oncetrace/store/sqlite"
 	"github.com/oncetrace/oncetrace/trace"
 	"github.com/oncetrace/oncetrace/web"
 )
@@ -57,7 +58,7 @@ func startReadServer(t *testing.T, ingestToken string, auth web.AuthConfig) *rea
 
 func startReadServerOn(t *testing.T, path, ingestToken string, auth web.AuthConfig) *readServer {
 	t.Helper()
-	db, err := store.Open(context.Background(), path, store.SyncNormal)
+	db, err := sqlite.Open(context.Background(), path, sqlite.SyncNormal)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 
 	"github.com/oncetrace/oncetrace/ingest"
 	"github.com/oncetrace/oncetrace/ingest/writer"
-	"github.com/oncetrace/oncetrace/store"
+	"github.com/oncetrace/oncetrace/store/sqlite"
 	"github.com/oncetrace/oncetrace/trace"
 	"github.com/oncetrace/oncetrace/views"
 	"github.com/oncetrace/oncetrace/web"
@@ -80,7 +80,7 @@ func TestFrameworkDocScreenshots(t *testing.T) {
 // drawn minutes or days after the spans they came from.
 func startServerWithSandboxClock(t *testing.T, name string) (*testServer, *atomic.Int64) {
 	t.Helper()
-	db, err := store.Open(context.Background(), t.TempDir()+"/oncetrace.db", store.SyncNormal)
+	db, err := sqlite.Open(context.Background(), t.TempDir()+"/oncetrace.db", sqlite.SyncNormal)
 	if err != nil {
 		t.Fatal(err)
 	}

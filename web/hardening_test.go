@@ -20,6 +20,7 @@ import (
 	"github.com/oncetrace/oncetrace/ingest"
 	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
+	"github.com/oncetrace/oncetrace/store/sqlite"
 	"github.com/oncetrace/oncetrace/trace"
 	"github.com/oncetrace/oncetrace/web"
 )
@@ -41,7 +42,7 @@ type hardenedOptions struct {
 
 func startHardenedServer(t *testing.T, o hardenedOptions) *hardenedServer {
 	t.Helper()
-	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "oncetrace.db"), store.SyncNormal)
+	db, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "oncetrace.db"), sqlite.SyncNormal)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/oncetrace/oncetrace/ingest"
 	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
+	"github.com/oncetrace/oncetrace/store/sqlite"
 	"github.com/oncetrace/oncetrace/trace"
 	"github.com/oncetrace/oncetrace/web"
 )
@@ -301,7 +302,7 @@ type testServer struct {
 func startServer(t *testing.T, name string, lim ingest.Limits) *testServer {
 	t.Helper()
 	ctx := context.Background()
-	db, err := store.Open(ctx, t.TempDir()+"/oncetrace.db", store.SyncNormal)
+	db, err := sqlite.Open(ctx, t.TempDir()+"/oncetrace.db", sqlite.SyncNormal)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/oncetrace/oncetrace/ingest"
 	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
+	"github.com/oncetrace/oncetrace/store/sqlite"
 	"github.com/oncetrace/oncetrace/trace"
 	"github.com/oncetrace/oncetrace/views"
 	"github.com/oncetrace/oncetrace/web"
@@ -50,7 +51,7 @@ type liveServer struct {
 func startLiveServer(t *testing.T, o liveOptions) *liveServer {
 	t.Helper()
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(t.TempDir(), "oncetrace.db"), store.SyncNormal)
+	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "oncetrace.db"), sqlite.SyncNormal)
 	if err != nil {
 		t.Fatal(err)
 	}

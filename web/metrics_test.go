@@ -18,6 +18,7 @@ import (
 	"github.com/oncetrace/oncetrace/ingest"
 	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
+	"github.com/oncetrace/oncetrace/store/sqlite"
 	"github.com/oncetrace/oncetrace/trace"
 	"github.com/oncetrace/oncetrace/web"
 )
@@ -35,7 +36,7 @@ type metricsServer struct {
 func startMetricsServer(t *testing.T, hubBuffer int) *metricsServer {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "oncetrace.db")
-	db, err := store.Open(context.Background(), path, store.SyncNormal)
+	db, err := sqlite.Open(context.Background(), path, sqlite.SyncNormal)
 	if err != nil {
 		t.Fatal(err)
 	}

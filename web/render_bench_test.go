@@ -10,7 +10,7 @@ import (
 
 	"github.com/oncetrace/oncetrace/ingest"
 	"github.com/oncetrace/oncetrace/ingest/writer"
-	"github.com/oncetrace/oncetrace/store"
+	"github.com/oncetrace/oncetrace/store/sqlite"
 	"github.com/oncetrace/oncetrace/trace"
 	"github.com/oncetrace/oncetrace/web"
 )
@@ -42,7 +42,7 @@ func BenchmarkExecutionPage(b *testing.B) {
 func benchServer(b *testing.B, steps, attempts int) http.Handler {
 	b.Helper()
 	ctx := context.Background()
-	db, err := store.Open(ctx, b.TempDir()+"/bench.db", store.SyncNormal)
+	db, err := sqlite.Open(ctx, b.TempDir()+"/bench.db", sqlite.SyncNormal)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -26,7 +26,7 @@ import (
 	"github.com/oncetrace/oncetrace/ingest"
 	"github.com/oncetrace/oncetrace/ingest/outbox/webhook"
 	"github.com/oncetrace/oncetrace/ingest/writer"
-	"github.com/oncetrace/oncetrace/store"
+	"github.com/oncetrace/oncetrace/store/sqlite"
 	"github.com/oncetrace/oncetrace/trace"
 	"github.com/oncetrace/oncetrace/web"
 )
@@ -35,7 +35,7 @@ import (
 // webhook configuration and ingest token.
 func startWebhookServer(t *testing.T, cfg web.WebhookConfig, token string, lim ingest.Limits) *testServer {
 	t.Helper()
-	db, err := store.Open(context.Background(), t.TempDir()+"/oncetrace.db", store.SyncNormal)
+	db, err := sqlite.Open(context.Background(), t.TempDir()+"/oncetrace.db", sqlite.SyncNormal)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/oncetrace/oncetrace/ingest"
 	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
+	"github.com/oncetrace/oncetrace/store/sqlite"
 	"github.com/oncetrace/oncetrace/trace"
 	"github.com/oncetrace/oncetrace/web"
 )
@@ -28,7 +29,7 @@ import (
 // runFlags are the flags every suite has, with the same meaning in each.
 type runFlags struct {
 	syncName   string
-	sync       store.Sync // from syncName, set by check
+	sync       sqlite.Sync // from syncName, set by check
 	dir        string
 	cpuProfile string
 	quick      bool
@@ -45,8 +46,8 @@ func (r *runFlags) register(fs *flag.FlagSet, syncUsage, quickUsage string) {
 
 // check validates the registered flags once fs has parsed them.
 func (r *runFlags) check() error {
-	r.sync = store.Sync(r.syncName)
-	if r.sync != store.SyncNormal && r.sync != store.SyncFull {
+	r.sync = sqlite.Sync(r.syncName)
+	if r.sync != sqlite.SyncNormal && r.sync != sqlite.SyncFull {
 		return fmt.Errorf("-sync must be normal or full, not %q", r.syncName)
 	}
 	return nil
@@ -152,8 +153,8 @@ type server struct {
 
 // startServer opens the database at path and serves it; liveBuffer is the
 // hub's per-client buffer, as serve --live-buffer.
-func startServer(ctx context.Context, path string, syncMode store.Sync, groupCommit bool, liveBuffer int) (*server, error) {
-	db, err := store.Open(ctx, path, syncMode)
+func startServer(ctx context.Context, path string, syncMode sqlite.Sync, groupCommit bool, liveBuffer int) (*server, error) {
+	db, err := sqlite.Open(ctx, path, syncMode)
 	if err != nil {
 		return nil, err
 	}

@@ -20,7 +20,7 @@ import (
 	_ "modernc.org/sqlite" // the raw ceiling talks to SQLite directly
 
 	"github.com/oncetrace/oncetrace/ingest"
-	"github.com/oncetrace/oncetrace/store"
+	"github.com/oncetrace/oncetrace/store/sqlite"
 	"github.com/oncetrace/oncetrace/trace"
 )
 
@@ -86,7 +86,7 @@ func ingestFlags(args []string) (ingestConfig, error) {
 // measurement is one row of the ingest table.
 type measurement struct {
 	name    string
-	sync    store.Sync
+	sync    sqlite.Sync
 	events  int
 	clients int
 	batch   int
@@ -156,12 +156,12 @@ func runIngest(c ingestConfig, dir string, out io.Writer) error {
 	if c.cases["group"] {
 		bodies := requestBodies(generate(c.groupEvents, c.groupClients, c.activePerClient), 1)
 		for _, gc := range []struct {
-			sync store.Sync
+			sync sqlite.Sync
 			on   bool
 			dst  **measurement
 		}{
-			{store.SyncFull, true, &groupFullOn}, {store.SyncFull, false, &groupFullOff},
-			{store.SyncNormal, true, &groupNormalOn}, {store.SyncNormal, false, &groupNormalOff},
+			{sqlite.SyncFull, true, &groupFullOn}, {sqlite.SyncFull, false, &groupFullOff},
+			{sqlite.SyncNormal, true, &groupNormalOn}, {sqlite.SyncNormal, false, &groupNormalOff},
 		} {
 			state := map[bool]string{true: "on", false: "off"}[gc.on]
 			m, err := runHTTP(ctx, file("group-"+state+"-"+string(gc.sync)), gc.sync, gc.on, bodies, c.groupEvents)
@@ -337,7 +337,7 @@ func requestBodies(streams [][][]byte, batch int) [][][]byte {
 // runHTTP has one client per body list post its bodies in order to a real
 // server over a fresh database; it times from the first request to the
 // last answer, each of which comes after its commit.
-func runHTTP(ctx context.Context, path string, syncMode store.Sync, groupCommit bool, clients [][][]byte, want int) (measurement, error) {
+func runHTTP(ctx context.Context, path string, syncMode sqlite.Sync, groupCommit bool, clients [][][]byte, want int) (measurement, error) {
 	m := measurement{sync: syncMode, events: want, clients: len(clients)}
 	srv, err := startServer(ctx, path, syncMode, groupCommit, 1024)
 	if err != nil {
@@ -373,13 +373,13 @@ func runHTTP(ctx context.Context, path string, syncMode store.Sync, groupCommit 
 	return m, nil
 }
 
-// rawPragmas is store.Open's pragma list, copied so the ceiling runs under
+// rawPragmas is sqlite.Open's pragma list, copied so the ceiling runs under
 // the same settings; keep the two in step.
-func rawPragmas(syncMode store.Sync) []string {
+func rawPragmas(syncMode sqlite.Sync) []string {
 	return []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(" + strings.ToUpper(string(syncMode)) + ")", "foreign_keys(1)"}
 }
 
-func rawDSN(path string, syncMode store.Sync) string {
+func rawDSN(path string, syncMode sqlite.Sync) string {
 	pragmas := rawPragmas(syncMode)
 	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?_pragma=" + url.QueryEscape(pragmas[0])
 	for _, p := range pragmas[1:] {
@@ -409,9 +409,9 @@ const (
 )
 
 // runRaw inserts the streams' events, in transactions of txLen, straight
-// into a database store.Open created. Parsing happens before the clock
+// into a database sqlite.Open created. Parsing happens before the clock
 // starts: the ceiling is SQLite's, not ours.
-func runRaw(ctx context.Context, path string, syncMode store.Sync, streams [][][]byte, txLen int) (measurement, error) {
+func runRaw(ctx context.Context, path string, syncMode sqlite.Sync, streams [][][]byte, txLen int) (measurement, error) {
 	m := measurement{sync: syncMode, clients: 1, batch: txLen}
 	var events []trace.Event
 	for _, stream := range streams {
@@ -424,7 +424,7 @@ func runRaw(ctx context.Context, path string, syncMode store.Sync, streams [][][
 		}
 	}
 	m.events = len(events)
-	created, err := store.Open(ctx, path, syncMode) // the schema, by the migrations
+	created, err := sqlite.Open(ctx, path, syncMode) // the schema, by the migrations
 	if err != nil {
 		return m, err
 	}

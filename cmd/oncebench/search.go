@@ -18,6 +18,7 @@ import (
 	"github.com/oncetrace/oncetrace/ingest"
 	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
+	"github.com/oncetrace/oncetrace/store/sqlite"
 	"github.com/oncetrace/oncetrace/trace"
 )
 
@@ -129,7 +130,7 @@ var searchKinds = []searchKind{
 // query, grows it to -large and times them again.
 func runSearch(c searchConfig, dir string, out io.Writer) error {
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(dir, "search.db"), c.sync)
+	db, err := sqlite.Open(ctx, filepath.Join(dir, "search.db"), c.sync)
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/oncetrace/oncetrace/ingest/outbox/smtpsink"
 	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
+	"github.com/oncetrace/oncetrace/store/sqlite"
 	"github.com/oncetrace/oncetrace/trace"
 	"github.com/oncetrace/oncetrace/web"
 	"github.com/oncetrace/oncetrace/web/sandbox"
@@ -170,7 +171,7 @@ func runServe(args []string) error {
 	ctx, stop := signalContext()
 	defer stop()
 
-	db, err := store.Open(ctx, c.db, store.Sync(c.sync))
+	db, err := sqlite.Open(ctx, c.db, sqlite.Sync(c.sync))
 	if err != nil {
 		return err
 	}

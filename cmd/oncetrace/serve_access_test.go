@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/oncetrace/oncetrace/ingest/writer"
-	"github.com/oncetrace/oncetrace/store"
+	"github.com/oncetrace/oncetrace/store/sqlite"
 	"github.com/oncetrace/oncetrace/web"
 )
 
@@ -89,7 +89,7 @@ func TestServeExposureProtectsReads(t *testing.T) {
 // serverWith builds the web server as runServe does from c, on 127.0.0.1.
 func serverWith(t *testing.T, c serveConfig) *httptest.Server {
 	t.Helper()
-	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "x.db"), store.SyncNormal)
+	db, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "x.db"), sqlite.SyncNormal)
 	if err != nil {
 		t.Fatal(err)
 	}

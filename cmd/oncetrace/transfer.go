@@ -13,7 +13,7 @@ import (
 
 	"github.com/oncetrace/oncetrace/ingest"
 	"github.com/oncetrace/oncetrace/ingest/writer"
-	"github.com/oncetrace/oncetrace/store"
+	"github.com/oncetrace/oncetrace/store/sqlite"
 )
 
 // runImport loads NDJSON events into a database through the same ingest
@@ -46,7 +46,7 @@ func runImport(args []string, stdin io.Reader, out io.Writer) error {
 		r = f
 	}
 	ctx := context.Background()
-	db, err := store.Open(ctx, *dbPath, store.SyncNormal)
+	db, err := sqlite.Open(ctx, *dbPath, sqlite.SyncNormal)
 	if err != nil {
 		return err
 	}

@@ -16,7 +16,7 @@ import (
 	"github.com/oncetrace/oncetrace/ingest"
 	"github.com/oncetrace/oncetrace/ingest/alert"
 	"github.com/oncetrace/oncetrace/ingest/writer"
-	"github.com/oncetrace/oncetrace/store"
+	"github.com/oncetrace/oncetrace/store/sqlite"
 	"github.com/oncetrace/oncetrace/trace"
 )
 
@@ -225,7 +225,7 @@ func TestAlertCloseGivesUpAtItsDeadline(t *testing.T) {
 func TestAlertOncePerNewCriticalFinding(t *testing.T) {
 	r := newReceiver(t)
 	n := alert.New(alert.Config{URL: r.ts.URL, Backoff: time.Millisecond})
-	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "oncetrace.db"), store.SyncNormal)
+	db, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "oncetrace.db"), sqlite.SyncNormal)
 	if err != nil {
 		t.Fatal(err)
 	}

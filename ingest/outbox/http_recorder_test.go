@@ -13,7 +13,7 @@ import (
 	"github.com/oncetrace/oncetrace/ingest"
 	"github.com/oncetrace/oncetrace/ingest/outbox"
 	"github.com/oncetrace/oncetrace/ingest/writer"
-	"github.com/oncetrace/oncetrace/store"
+	"github.com/oncetrace/oncetrace/store/sqlite"
 	"github.com/oncetrace/oncetrace/trace"
 	"github.com/oncetrace/oncetrace/web"
 )
@@ -22,7 +22,7 @@ import (
 // in dbDir, until the test ends or the returned stop is called.
 func startOncetrace(t *testing.T, ln net.Listener, dbDir, token string) (stop func()) {
 	t.Helper()
-	db, err := store.Open(context.Background(), dbDir+"/oncetrace.db", store.SyncNormal)
+	db, err := sqlite.Open(context.Background(), dbDir+"/oncetrace.db", sqlite.SyncNormal)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/oncetrace/oncetrace/ingest"
 	"github.com/oncetrace/oncetrace/ingest/writer"
-	"github.com/oncetrace/oncetrace/store"
+	"github.com/oncetrace/oncetrace/store/sqlite"
 	"github.com/oncetrace/oncetrace/trace"
 )
 
@@ -50,7 +50,7 @@ func benchWriterBatch(b *testing.B, i int) []trace.Event {
 // server's would.
 func BenchmarkWriterBatch100(b *testing.B) {
 	ctx := context.Background()
-	db, err := store.Open(ctx, filepath.Join(b.TempDir(), "bench.db"), store.SyncNormal)
+	db, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), "bench.db"), sqlite.SyncNormal)
 	if err != nil {
 		b.Fatal(err)
 	}

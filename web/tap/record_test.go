@@ -12,7 +12,7 @@ import (
 	"github.com/oncetrace/oncetrace/ingest"
 	"github.com/oncetrace/oncetrace/ingest/outbox"
 	"github.com/oncetrace/oncetrace/ingest/writer"
-	"github.com/oncetrace/oncetrace/store"
+	"github.com/oncetrace/oncetrace/store/sqlite"
 	"github.com/oncetrace/oncetrace/trace"
 	"github.com/oncetrace/oncetrace/web"
 	"github.com/oncetrace/oncetrace/web/tap"
@@ -21,7 +21,7 @@ import (
 // serveOncetrace serves a real oncetrace server on ln until the test ends.
 func serveOncetrace(t *testing.T, ln net.Listener) {
 	t.Helper()
-	db, err := store.Open(context.Background(), t.TempDir()+"/oncetrace.db", store.SyncNormal)
+	db, err := sqlite.Open(context.Background(), t.TempDir()+"/oncetrace.db", sqlite.SyncNormal)
 	if err != nil {
 		t.Fatal(err)
 	}

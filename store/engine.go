@@ -1,0 +1,123 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"io/fs"
+	"sync"
+)
+
+// Engine is what a database engine gives the store: its connections, its
+// migrations and its SQL dialect. The store's SQL is written once, for
+// SQLite, in the subset both engines share, and the engine rewrites what
+// differs (Rebind); store/sqlite and store/postgres implement it.
+type Engine interface {
+	// Name is "sqlite" or "postgres".
+	Name() string
+	// Target names the database in messages: a file path, or a URL
+	// without its password.
+	Target() string
+	// Connect opens the writer's pool, which the store holds to one
+	// connection, and the readers' pool.
+	Connect(ctx context.Context) (write, read *sql.DB, err error)
+	// Prepare runs on the writer's pool before the migrations.
+	Prepare(ctx context.Context, write *sql.DB) error
+	// Migrations holds the engine's numbered migrations, NNNN_name.sql,
+	// applied in order, one transaction each.
+	Migrations() fs.FS
+	// Rebind turns a query written in the store's dialect into the
+	// engine's. It is called once per query text.
+	Rebind(query string) string
+	// ReadTx is how a read transaction begins: it must see one snapshot.
+	ReadTx() *sql.TxOptions
+	// WriteLock is run first in every write transaction, "" for none:
+	// PostgreSQL serialises the writers of every instance sharing the
+	// database there, as SQLite's one writer is.
+	WriteLock() string
+	// Notify is run last in a write transaction that stored events, with
+	// the last sequence number it stored, "" for none: it tells the other
+	// instances (Listen) when the commit lands.
+	Notify() string
+	// Unwritable classifies a driver error meaning the database cannot be
+	// written at the moment (a full disk, a read-only file, an I/O error).
+	Unwritable(err error) (reason string, ok bool)
+	// EntityKey is how the engine stores an event's entity
+	// (trace.Event.Entity, NUL-separated): PostgreSQL's text cannot hold
+	// NUL, and its Rebind turns the char(0) of queries into the same.
+	EntityKey(entity string) string
+	// Sizes is what the database holds on disk.
+	Sizes(ctx context.Context, read *sql.DB) (FileSizes, error)
+}
+
+// classifiers are the Unwritable of every engine opened, so that
+// Unwritable works on any error of any of them.
+var (
+	classifiersMu sync.Mutex
+	classifiers   = map[string]func(error) (string, bool){}
+)
+
+func registerClassifier(e Engine) {
+	classifiersMu.Lock()
+	defer classifiersMu.Unlock()
+	classifiers[e.Name()] = e.Unwritable
+}
+
+func classify(err error) (string, bool) {
+	classifiersMu.Lock()
+	defer classifiersMu.Unlock()
+	for _, c := range classifiers {
+		if reason, ok := c(err); ok {
+			return reason, true
+		}
+	}
+	return "", false
+}
+
+// dialect rebinds queries once per text.
+type dialect struct {
+	engine Engine
+	cache  sync.Map // query -> rebound query
+}
+
+func (d *dialect) rebind(query string) string {
+	if q, ok := d.cache.Load(query); ok {
+		return q.(string)
+	}
+	q := d.engine.Rebind(query)
+	d.cache.Store(query, q)
+	return q
+}
+
+// pool is a database/sql pool whose queries are rebound for its engine.
+type pool struct {
+	*sql.DB
+	d *dialect
+}
+
+func (p pool) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return p.DB.QueryContext(ctx, p.d.rebind(query), args...)
+}
+
+func (p pool) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	return p.DB.QueryRowContext(ctx, p.d.rebind(query), args...)
+}
+
+func (p pool) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return p.DB.ExecContext(ctx, p.d.rebind(query), args...)
+}
+
+// readTx is a read transaction whose queries are rebound.
+type readTx struct {
+	tx *sql.Tx
+	d  *dialect
+}
+
+func (t readTx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return t.tx.QueryContext(ctx, t.d.rebind(query), args...)
+}
+
+func (t readTx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	return t.tx.QueryRowContext(ctx, t.d.rebind(query), args...)
+}
+
+func (db *DB) entityKey(entity string) string { return db.engine.EntityKey(entity) }

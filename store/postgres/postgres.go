@@ -1,0 +1,177 @@
+// Package postgres is the store's engine for a team that outgrows one
+// machine: one PostgreSQL database that several oncetrace instances share
+// (docs/deploy.md). It speaks to the server through pgx's database/sql
+// driver, so the store's SQL runs on it after Rebind.
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"runtime"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
+
+	"github.com/oncetrace/oncetrace/store"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Channel is the LISTEN/NOTIFY channel a commit that stored events
+// notifies, with its last sequence number as the payload.
+const Channel = "oncetrace_events"
+
+// writeLockKey is the advisory lock every write transaction takes first: it
+// serialises the writers of all instances sharing the database, as
+// SQLite's one writer does. Serial writers keep sequence numbers in commit
+// order (a live tail resuming after seq N misses nothing committed later
+// with a smaller one) and leave no lost update of a derived row between
+// two instances; each instance still groups its requests into one commit.
+const writeLockKey = 0x6f6e6365 // "once"
+
+// IsURL reports whether a --db value names a PostgreSQL database.
+func IsURL(target string) bool {
+	return strings.HasPrefix(target, "postgres://") || strings.HasPrefix(target, "postgresql://")
+}
+
+// Open opens the PostgreSQL database the URL names (it must exist; Open
+// creates oncetrace's tables in it) and applies pending migrations.
+func Open(ctx context.Context, dsn string) (*store.DB, error) {
+	return store.New(ctx, &engine{dsn: dsn})
+}
+
+// OpenExisting is Open for a database oncetrace must have written already:
+// on an empty one it fails with store.ErrNoDatabase, creating nothing.
+func OpenExisting(ctx context.Context, dsn string) (*store.DB, error) {
+	return store.New(ctx, &engine{dsn: dsn, existing: true})
+}
+
+type engine struct {
+	dsn      string
+	existing bool
+}
+
+func (e *engine) Name() string { return "postgres" }
+
+// Target is the URL without its password.
+func (e *engine) Target() string {
+	u, err := url.Parse(e.dsn)
+	if err != nil {
+		return "postgres://…"
+	}
+	return u.Redacted()
+}
+
+func (e *engine) Connect(ctx context.Context) (write, read *sql.DB, err error) {
+	write, err = sql.Open("pgx", e.dsn)
+	if err != nil {
+		return nil, nil, fmt.Errorf("store: open %s: %w", e.Target(), err)
+	}
+	write.SetMaxOpenConns(1)
+	write.SetMaxIdleConns(1)
+	write.SetConnMaxLifetime(0)
+	if err := write.PingContext(ctx); err != nil {
+		write.Close()
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "3D000" { // invalid_catalog_name
+			return nil, nil, fmt.Errorf("store: open %s: %w", e.Target(), store.ErrNoDatabase)
+		}
+		return nil, nil, fmt.Errorf("store: open %s: %w", e.Target(), err)
+	}
+	read, err = sql.Open("pgx", e.dsn)
+	if err != nil {
+		write.Close()
+		return nil, nil, fmt.Errorf("store: open %s: %w", e.Target(), err)
+	}
+	n := max(4, runtime.NumCPU())
+	read.SetMaxOpenConns(n)
+	read.SetMaxIdleConns(n)
+	return write, read, nil
+}
+
+// Prepare creates the migrations table under the write lock, so that two
+// instances starting at once do not race to create it; each migration then
+// takes the same lock (store.Engine.WriteLock).
+func (e *engine) Prepare(ctx context.Context, write *sql.DB) error {
+	tx, err := write.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: open %s: %w", e.Target(), err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, e.WriteLock()); err != nil {
+		return fmt.Errorf("store: open %s: %w", e.Target(), err)
+	}
+	if e.existing {
+		var events sql.NullString
+		if err := tx.QueryRowContext(ctx, `SELECT to_regclass('events')::text`).Scan(&events); err != nil {
+			return fmt.Errorf("store: open %s: %w", e.Target(), err)
+		}
+		if !events.Valid {
+			return fmt.Errorf("store: open %s: %w", e.Target(), store.ErrNoDatabase)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)`); err != nil {
+		return fmt.Errorf("store: open %s: %w", e.Target(), err)
+	}
+	return tx.Commit()
+}
+
+func (e *engine) Migrations() fs.FS {
+	sub, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		panic(err) // the embedded directory exists
+	}
+	return sub
+}
+
+func (e *engine) Rebind(query string) string { return rebind(query) }
+
+// ReadTx is REPEATABLE READ: one snapshot for the whole transaction.
+func (e *engine) ReadTx() *sql.TxOptions {
+	return &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}
+}
+
+func (e *engine) WriteLock() string {
+	return fmt.Sprintf("SELECT pg_advisory_xact_lock(%d)", writeLockKey)
+}
+
+// Notify is delivered when, and only if, the transaction commits, in
+// commit order.
+func (e *engine) Notify() string {
+	return "SELECT pg_notify('" + Channel + "', ?)"
+}
+
+func (e *engine) EntityKey(entity string) string { return strings.ReplaceAll(entity, "\x00", "\x1f") }
+
+func (e *engine) Unwritable(err error) (string, bool) {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return "", false
+	}
+	switch pe.Code {
+	case "53100": // disk_full
+		return store.ReasonDiskFull, true
+	case "25006": // read_only_sql_transaction: a standby, or default_transaction_read_only
+		return store.ReasonReadOnly, true
+	case "58030": // io_error
+		return store.ReasonIO, true
+	}
+	return "", false
+}
+
+// Sizes is the database's size as the server reports it; its write-ahead
+// log is the server's, shared by every database, and not counted.
+func (e *engine) Sizes(ctx context.Context, read *sql.DB) (store.FileSizes, error) {
+	var sz store.FileSizes
+	if err := read.QueryRowContext(ctx, `SELECT pg_database_size(current_database())`).Scan(&sz.Main); err != nil {
+		return sz, fmt.Errorf("store: size of %s: %w", e.Target(), err)
+	}
+	return sz, nil
+}
