@@ -20,18 +20,10 @@ func CompareAPIURL(a, b string) string {
 // CompareForm is the compare page's form, as the user typed it.
 type CompareForm struct{ A, B string }
 
-// CompareExecution is one side of a comparison as the execution page
-// loads it.
-type CompareExecution struct {
-	Run      trace.Run
-	Findings []trace.Finding
-	Verdict  trace.Verdict
-	States   map[trace.EffectRef]trace.MatchState
-}
-
-// CompareInput is what the compare page is built from.
+// CompareInput is what the compare page is built from: both executions
+// as their pages show them (NewExecution).
 type CompareInput struct {
-	A, B       CompareExecution
+	A, B       Execution
 	Comparison trace.Comparison
 }
 
@@ -113,8 +105,8 @@ func NewCompareView(in CompareInput) CompareView {
 	a, b := in.A.Run.Execution.ID, in.B.Run.Execution.ID
 	v := CompareView{
 		Form:    CompareForm{A: a, B: b},
-		A:       compareRow(in.A),
-		B:       compareRow(in.B),
+		A:       in.A.Summary,
+		B:       in.B.Summary,
 		Summary: in.Comparison.Summary(),
 		SwapURL: CompareURL(b, a),
 		APIURL:  CompareAPIURL(a, b),
@@ -151,11 +143,6 @@ func rowKey(s trace.ComparedStep) string {
 		b = "b:" + s.B.Step.ID
 	}
 	return a + "\x00" + b
-}
-
-func compareRow(x CompareExecution) ExecutionRow {
-	return ExecutionRow{Execution: x.Run.Execution, Counts: x.Run.Counts(), Findings: len(x.Findings),
-		CriticalFindings: trace.CriticalCount(x.Findings), AuditState: x.Verdict.State}
 }
 
 func compareFacts(a, b ExecutionRow) []CompareFact {

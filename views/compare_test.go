@@ -16,7 +16,7 @@ import (
 // compareSideRun is execution id, started a day × day after t0: step-1
 // looks the customer up; step-2 sends the invoice once per given key ("" is
 // an attempt without one), and the mail API delivered emails emails.
-func compareSideRun(id string, day int, keys []string, emails int) views.CompareExecution {
+func compareSideRun(id string, day int, keys []string, emails int) views.Execution {
 	shift := time.Duration(day) * 24 * time.Hour
 	mv := func(a trace.Attempt) trace.Attempt {
 		a.ExecutionID, a.StartedAt, a.EndedAt = id, a.StartedAt.Add(shift), a.EndedAt.Add(shift)
@@ -52,11 +52,11 @@ func compareSideRun(id string, day int, keys []string, emails int) views.Compare
 			states[e.Ref()] = trace.MatchDuplicate
 		}
 	}
-	fs := trace.AuditRun(r, trace.DefaultConfig)
-	return views.CompareExecution{Run: r, Findings: fs, Verdict: trace.Judge(r, fs), States: states}
+	return views.NewExecution(views.ExecutionInput{Run: r, Findings: trace.AuditRun(r, trace.DefaultConfig), States: states,
+		Analysis: trace.DefaultConfig})
 }
 
-func compareView(a, b views.CompareExecution) views.CompareView {
+func compareView(a, b views.Execution) views.CompareView {
 	return views.NewCompareView(views.CompareInput{A: a, B: b, Comparison: trace.Compare(a.Run, b.Run)})
 }
 

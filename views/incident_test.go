@@ -232,7 +232,6 @@ func TestIncidentCauseByTime(t *testing.T) {
 func TestIncidentInHeader(t *testing.T) {
 	run := demoNaive()
 	v := executionView(run)
-	v.Incidents = demoIncidents(run)
 	doc := renderChecked(t, views.ExecutionHeader(v), htmlcheck.Fragment)
 	sentence := one(t, doc, "incident-sentence")
 	if got, want := text(sentence), v.Incidents[0].Sentence; got != want {

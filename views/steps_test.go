@@ -178,8 +178,9 @@ func cellsOf(tr *html.Node) []*html.Node {
 
 func TestExecutionPageStepsTab(t *testing.T) {
 	run := unorderedRun()
-	v := executionView(run)
-	v.ShowSteps(views.NewStepTable(views.StepTableInput{Run: run, Findings: trace.AuditRun(run, trace.DefaultConfig), Sort: "attempts", Dir: "desc"}))
+	x := execution(run)
+	v := x.Page(views.TimeRange{}, time.Time{})
+	v.ShowSteps(x.StepTable("attempts", "desc"))
 	doc := renderPage(t, views.ExecutionPage(v))
 
 	// The findings' links to attempts and effects lead to the timeline

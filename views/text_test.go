@@ -184,12 +184,20 @@ func TestHostileTextIsShownNotObeyed(t *testing.T) {
 	orphan := trace.Effect{Provider: spoof("mail-api"), ID: spoof("msg_x"), Target: spoof("someone@else.dev"), At: at(3), IdempotencyKey: spoof("ik_orphan")}
 	vUnverified := executionView(run, orphan)
 	s := run.Steps[2] // the email step: key, args, error, effects
-	attempt := views.AttemptView{ExecutionID: run.Execution.ID, Step: s, Attempt: s.Attempts[0], Outcome: run.Outcome(s.Attempts[0]),
-		Effects: run.StepEffects()[s.ID]}
-	effect := views.EffectView{ExecutionID: run.Execution.ID, Effect: run.Effects[1], State: trace.MatchDuplicate, StepID: s.ID, Siblings: 2}
+	attempt := findAttempt(t, run, s.ID, s.Attempts[0].Number)
+	effect, ok := execution(run).Effect(run.Effects[1].Ref())
+	if !ok {
+		t.Fatalf("hostile run has no effect %q", run.Effects[1].ID)
+	}
 	rows := []views.OutboxRow{{Effect: run.Effects[0], State: trace.MatchDuplicate}, {Effect: orphan, State: trace.MatchOrphan}}
-	key := views.KeyView{Key: s.Attempts[0].IdempotencyKey, ArgsVaries: true, Effects: rows, Findings: v.Findings,
-		Attempts: []views.KeyAttempt{{Attempt: s.Attempts[0], Outcome: trace.OutcomeTimeout}}}
+	// The key sent again with other arguments, so that the page warns.
+	resent := s.Attempts[0]
+	resent.Number, resent.Args = 99, json.RawMessage(`{"to":"`+spoof("x@y.dev")+`"}`)
+	key := views.NewKeyView(views.KeyInput{Key: s.Attempts[0].IdempotencyKey, Attempts: []trace.Attempt{s.Attempts[0], resent},
+		Runs: map[string]trace.Run{run.Execution.ID: run}, Effects: rows, Findings: execution(run).Findings})
+	if !key.ArgsVaries {
+		t.Fatal("key page: got no warning of other arguments, want one")
+	}
 	list := views.ExecutionsView{Rows: []views.ExecutionRow{v.Execution}}
 	attemptEvent := trace.Event{Type: trace.EventAttempt, Attempt: &s.Attempts[0]}
 	live := views.LiveView{Rows: []views.LiveRowView{views.NewLiveRow(1, attemptEvent)}}

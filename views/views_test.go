@@ -101,23 +101,19 @@ func fixtureRun() trace.Run {
 	}
 }
 
-// executionView builds the page's model the way the web handler does;
-// orphans are the orphan effects near the execution, listed if unverified.
+// execution is the model every view of run is built from, as the web
+// handlers build it from a store read: its findings as the audit finds
+// them, its effects' states as trace derives them; orphans are the orphan
+// effects near it, listed if it is unverified.
+func execution(run trace.Run, orphans ...trace.Effect) views.Execution {
+	return views.NewExecution(views.ExecutionInput{Run: run, Findings: trace.AuditRun(run, trace.DefaultConfig),
+		States: trace.EffectStates(run), Orphans: orphans, Analysis: trace.DefaultConfig})
+}
+
+// executionView is the execution page of run, built as the handler builds
+// it (views.NewExecution, then Page).
 func executionView(run trace.Run, orphans ...trace.Effect) views.ExecutionView {
-	gaps := trace.Gaps(run, trace.DefaultConfig)
-	fs := trace.AuditRun(run, trace.DefaultConfig)
-	verdict := trace.Judge(run, fs)
-	v := views.ExecutionView{
-		Execution: views.ExecutionRow{Execution: run.Execution, Counts: run.Counts(),
-			Findings: len(fs), CriticalFindings: trace.CriticalCount(fs), AuditState: verdict.State},
-		Timeline: views.NewTimeline(views.TimelineInput{Run: run, Gaps: gaps, States: trace.EffectStates(run), Findings: fs}),
-		Gaps:     gaps,
-	}
-	v.Audit = views.NewAuditView(views.AuditInput{Run: run, Verdict: verdict, Findings: fs, NearbyOrphans: orphans})
-	for _, f := range fs {
-		v.Findings = append(v.Findings, views.NewFindingView(f))
-	}
-	return v
+	return execution(run, orphans...).Page(views.TimeRange{}, time.Time{})
 }
 
 // renderPage renders a whole page, checks that it is valid HTML that needs
@@ -386,7 +382,8 @@ func TestExecutionPage(t *testing.T) {
 				t.Errorf("effect link: got %q, want the effect's permalink", href)
 			}
 		}
-		want := []string{"duplicate: ◆ duplicate msg_a", "duplicate: ◆ duplicate msg_b", "matched: ◆ msg_c"}
+		// The duplicate emails are placed as the incident tells them.
+		want := []string{"duplicate: ◆ duplicate msg_a · 1 of 2 · original", "duplicate: ◆ duplicate msg_b · 2 of 2 · extra", "matched: ◆ msg_c"}
 		if !slices.Equal(got, want) {
 			t.Errorf("outbox lane: got %q, want %q", got, want)
 		}
@@ -477,17 +474,15 @@ func TestExecutionPageCollapsesLanes(t *testing.T) {
 	})
 }
 
+// findAttempt is the detail of an attempt of run, as the attempt page
+// builds it.
 func findAttempt(t *testing.T, run trace.Run, stepID string, n int) views.AttemptView {
 	t.Helper()
-	for _, s := range run.Steps {
-		for _, a := range s.Attempts {
-			if s.ID == stepID && a.Number == n {
-				return views.AttemptView{ExecutionID: run.Execution.ID, Step: s, Attempt: a, Outcome: run.Outcome(a), Effects: run.StepEffects()[s.ID]}
-			}
-		}
+	v, ok := execution(run).Attempt(stepID, n)
+	if !ok {
+		t.Fatalf("fixture has no %s attempt %d", stepID, n)
 	}
-	t.Fatalf("fixture has no %s attempt %d", stepID, n)
-	return views.AttemptView{}
+	return v
 }
 
 // TestAttemptDetail renders attempts' details, as the panel and as a page,
@@ -664,19 +659,20 @@ func TestKeyPage(t *testing.T) {
 	other.ExecutionID, other.Number, other.Args = "exec_other", 1, json.RawMessage(`{"subject":"Your July invoice","to":"jordan@acme.dev"}`)
 	finding := trace.Finding{Rule: trace.RuleKeyCollision, Severity: trace.SeverityCritical, ExecutionID: execID, StepID: "step-4",
 		IdempotencyKey: "ik_dup", Message: "key ik_dup was sent with different arguments"}
+	otherRun := trace.Run{Execution: trace.Execution{ID: "exec_other", Status: trace.StatusCompleted},
+		Steps: []trace.Step{{ExecutionID: "exec_other", ID: "step-4", Attempts: []trace.Attempt{other}}}}
+	runs := map[string]trace.Run{execID: run, "exec_other": otherRun}
 	tests := []struct {
 		name       string
 		v          views.KeyView
 		wantReused string // "" when the key was used consistently
 	}{
-		{"consistent", views.KeyView{Key: "ik_rcpt", Attempts: []views.KeyAttempt{
-			{Attempt: findAttempt(t, run, "step-5", 1).Attempt, Outcome: trace.OutcomeTimeout},
-			{Attempt: findAttempt(t, run, "step-5", 2).Attempt, Outcome: trace.OutcomeOK},
-		}, Effects: []views.OutboxRow{{Effect: run.Effects[2], State: trace.MatchMatched}}}, ""},
-		{"reused with other arguments", views.KeyView{Key: "ik_dup", ArgsVaries: true, Attempts: []views.KeyAttempt{
-			{Attempt: sent.Attempt, Outcome: trace.OutcomeTimeout},
-			{Attempt: other, Outcome: trace.OutcomeOK},
-		}, Findings: []views.FindingView{views.NewFindingView(finding)}}, "with different arguments"},
+		{"consistent", views.NewKeyView(views.KeyInput{Key: "ik_rcpt", Runs: runs, Attempts: []trace.Attempt{
+			findAttempt(t, run, "step-5", 1).Attempt, findAttempt(t, run, "step-5", 2).Attempt,
+		}, Effects: []views.OutboxRow{{Effect: run.Effects[2], State: trace.MatchMatched}}}), ""},
+		{"reused with other arguments", views.NewKeyView(views.KeyInput{Key: "ik_dup", Runs: runs, Attempts: []trace.Attempt{
+			sent.Attempt, other,
+		}, Findings: []trace.Finding{finding}}), "with different arguments"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -47,7 +47,7 @@ func compareIDs(c echo.Context) (compareSelection, error) {
 
 // comparison is what the compare page and its JSON twin show.
 type comparison struct {
-	a, b  executionData
+	a, b  views.Execution
 	steps trace.Comparison
 }
 
@@ -57,16 +57,16 @@ func (s *Server) loadComparison(c echo.Context, sel compareSelection) (compariso
 	var cmp comparison
 	var err error
 	ctx := c.Request().Context()
-	if cmp.a, err = s.loadExecution(ctx, sel.a); err != nil {
+	if cmp.a, err = s.loadExecution(ctx, sel.a, true); err != nil {
 		return cmp, compareNotFound("a", sel.a, err)
 	}
-	if cmp.b, err = s.loadExecution(ctx, sel.b); err != nil {
+	if cmp.b, err = s.loadExecution(ctx, sel.b, true); err != nil {
 		return cmp, compareNotFound("b", sel.b, err)
 	}
-	if sel.byCheckbox && cmp.b.run.Execution.StartedAt.Before(cmp.a.run.Execution.StartedAt) {
+	if sel.byCheckbox && cmp.b.Run.Execution.StartedAt.Before(cmp.a.Run.Execution.StartedAt) {
 		cmp.a, cmp.b = cmp.b, cmp.a
 	}
-	cmp.steps = trace.Compare(cmp.a.run, cmp.b.run)
+	cmp.steps = trace.Compare(cmp.a.Run, cmp.b.Run)
 	return cmp, nil
 }
 
@@ -94,11 +94,7 @@ func (s *Server) handleComparePage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	v := views.NewCompareView(views.CompareInput{
-		A:          views.CompareExecution{Run: cmp.a.run, Findings: cmp.a.findings, Verdict: cmp.a.verdict, States: cmp.a.states},
-		B:          views.CompareExecution{Run: cmp.b.run, Findings: cmp.b.findings, Verdict: cmp.b.verdict, States: cmp.b.states},
-		Comparison: cmp.steps,
-	})
+	v := views.NewCompareView(views.CompareInput{A: cmp.a, B: cmp.b, Comparison: cmp.steps})
 	return render(c, http.StatusOK, views.ComparePage(v))
 }
 
@@ -148,7 +144,7 @@ func (s *Server) handleCompare(c echo.Context) error {
 		Steps:          []compareStepRow{},
 	}
 	for _, st := range cmp.steps.Steps {
-		row := compareStepRow{Match: st.Match, A: compareSideJSON(st.A, cmp.a.states), B: compareSideJSON(st.B, cmp.b.states),
+		row := compareStepRow{Match: st.Match, A: compareSideJSON(st.A, cmp.a.States), B: compareSideJSON(st.B, cmp.b.States),
 			Differences: st.Differences}
 		if row.Differences == nil {
 			row.Differences = []trace.Difference{}
@@ -158,13 +154,8 @@ func (s *Server) handleCompare(c echo.Context) error {
 	return c.JSON(http.StatusOK, out)
 }
 
-func compareHeaderOf(d executionData) compareHeader {
-	x := d.run.Execution
-	return compareHeader{
-		executionHeader: executionHeader{Execution: x, Counts: d.run.Counts(), DurationMS: durationMS(x.StartedAt, x.EndedAt),
-			Findings: len(d.findings), CriticalFindings: trace.CriticalCount(d.findings)},
-		Audit: d.verdict,
-	}
+func compareHeaderOf(x views.Execution) compareHeader {
+	return compareHeader{executionHeader: newExecutionHeader(x.Summary), Audit: x.Verdict}
 }
 
 func compareSideJSON(s *trace.StepSide, states map[trace.EffectRef]trace.MatchState) *compareStepSide {

@@ -246,6 +246,13 @@ type effectJSON struct {
 	State trace.MatchState `json:"state"`
 }
 
+// newExecutionHeader is the JSON of an execution's header: the counts the
+// page shows, from the same model (views.NewExecution).
+func newExecutionHeader(r views.ExecutionRow) executionHeader {
+	return executionHeader{Execution: r.Execution, Counts: r.Counts, DurationMS: durationMS(r.StartedAt, r.EndedAt),
+		Findings: r.Findings, CriticalFindings: r.CriticalFindings}
+}
+
 func durationMS(start, end time.Time) *int64 {
 	if start.IsZero() || end.IsZero() {
 		return nil
@@ -261,23 +268,21 @@ func (s *Server) handleExecutionShow(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	d, err := s.loadExecution(c.Request().Context(), id)
+	x, err := s.loadExecution(c.Request().Context(), id, true)
 	if err != nil {
 		return err
 	}
-	run := d.run
+	run := x.Run
 	out := executionDetail{
-		Execution: executionHeader{Execution: run.Execution, Counts: run.Counts(),
-			DurationMS: durationMS(run.Execution.StartedAt, run.Execution.EndedAt),
-			Findings:   len(d.findings), CriticalFindings: trace.CriticalCount(d.findings)},
-		Audit:         d.verdict,
+		Execution:     newExecutionHeader(x.Summary),
+		Audit:         x.Verdict,
 		Steps:         []stepJSON{},
 		ModelCalls:    run.ModelCalls(),
 		Effects:       []effectJSON{},
-		Gaps:          d.gaps,
-		Findings:      d.findings,
-		Incidents:     views.NewIncidents(run, d.findings, d.gaps),
-		NearbyOrphans: d.nearbyOrphans,
+		Gaps:          x.Gaps,
+		Findings:      x.Findings,
+		Incidents:     x.Incidents,
+		NearbyOrphans: x.NearbyOrphans,
 	}
 	if out.Incidents == nil {
 		out.Incidents = []views.Incident{}
@@ -300,7 +305,7 @@ func (s *Server) handleExecutionShow(c echo.Context) error {
 		out.Steps = append(out.Steps, sj)
 	}
 	for _, f := range run.Effects {
-		out.Effects = append(out.Effects, effectJSON{Effect: f, State: d.states[f.Ref()]})
+		out.Effects = append(out.Effects, effectJSON{Effect: f, State: x.States[f.Ref()]})
 	}
 	return c.JSON(http.StatusOK, out)
 }

@@ -1,7 +1,6 @@
 package web
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 
@@ -12,8 +11,8 @@ import (
 	"github.com/oncetrace/oncetrace/views"
 )
 
-// keyData is everything that carried one idempotency key.
-type keyData struct {
+// keyJSON is everything that carried one idempotency key.
+type keyJSON struct {
 	Key        string            `json:"idempotency_key"`
 	Attempts   []keyAttemptJSON  `json:"attempts"`
 	Effects    []store.EffectRow `json:"effects"`
@@ -28,29 +27,20 @@ type keyAttemptJSON struct {
 	attemptJSON
 }
 
-func (s *Server) loadKey(ctx context.Context, key string) (keyData, error) {
-	d := keyData{Key: key, Attempts: []keyAttemptJSON{}}
-	r, err := s.cfg.DB.ReadKey(ctx, key) // one snapshot, every run in one batch
+// loadKey reads what carried key in one store read (one snapshot, every
+// run in one batch) and builds the key page's model from it
+// (views.NewKeyView); the read is returned too, for the JSON twin's
+// effects and findings as stored.
+func (s *Server) loadKey(ctx context.Context, key string) (views.KeyView, store.KeyRead, error) {
+	r, err := s.cfg.DB.ReadKey(ctx, key)
 	if err != nil {
-		return d, err
+		return views.KeyView{}, r, err
 	}
-	for _, a := range r.Attempts {
-		run := r.Runs[a.ExecutionID] // derived outcomes need the whole run
-		d.Attempts = append(d.Attempts, keyAttemptJSON{ExecutionID: a.ExecutionID, StepID: a.StepID, attemptJSON: attemptJSON{
-			Attempt: a.Number, Outcome: run.Outcome(a), Deduplicated: a.Deduplicated, IdempotencyKey: a.IdempotencyKey,
-			Worker: a.Worker, StartedAt: a.StartedAt, EndedAt: a.EndedAt, DurationMS: durationMS(a.StartedAt, a.EndedAt),
-			Tool: a.Tool, Args: a.Args, Result: a.Result, Error: a.Error,
-		}})
-		first := r.Attempts[0]
-		if a.StepID != first.StepID {
-			d.StepsVary = true
-		}
-		if len(a.Args) > 0 && len(first.Args) > 0 && !bytes.Equal(a.Args, first.Args) {
-			d.ArgsVaries = true
-		}
+	effects := make([]views.OutboxRow, len(r.Effects))
+	for i, e := range r.Effects {
+		effects[i] = views.OutboxRow{Effect: e.Effect, State: e.State}
 	}
-	d.Effects, d.Findings = r.Effects, r.Findings
-	return d, nil
+	return views.NewKeyView(views.KeyInput{Key: key, Attempts: r.Attempts, Runs: r.Runs, Effects: effects, Findings: r.Findings}), r, nil
 }
 
 // handleKeyShow is GET /api/v1/keys/:key, and GET
@@ -60,11 +50,20 @@ func (s *Server) handleKeyShow(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	d, err := s.loadKey(c.Request().Context(), key)
+	v, r, err := s.loadKey(c.Request().Context(), key)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, d)
+	out := keyJSON{Key: v.Key, Attempts: []keyAttemptJSON{}, Effects: r.Effects, Findings: r.Findings,
+		ArgsVaries: v.ArgsVaries, StepsVary: v.StepsVary}
+	for _, a := range v.Attempts {
+		out.Attempts = append(out.Attempts, keyAttemptJSON{ExecutionID: a.ExecutionID, StepID: a.StepID, attemptJSON: attemptJSON{
+			Attempt: a.Number, Outcome: a.Outcome, Deduplicated: a.Deduplicated, IdempotencyKey: a.IdempotencyKey,
+			Worker: a.Worker, StartedAt: a.StartedAt, EndedAt: a.EndedAt, DurationMS: durationMS(a.StartedAt, a.EndedAt),
+			Tool: a.Tool, Args: a.Args, Result: a.Result, Error: a.Error,
+		}})
+	}
+	return c.JSON(http.StatusOK, out)
 }
 
 // handleKeyPage is GET /keys/:key (or /key?idempotency_key=): the
@@ -74,22 +73,9 @@ func (s *Server) handleKeyPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	d, err := s.loadKey(c.Request().Context(), key)
+	v, _, err := s.loadKey(c.Request().Context(), key)
 	if err != nil {
 		return err
-	}
-	v := views.KeyView{Key: d.Key, ArgsVaries: d.ArgsVaries, StepsVary: d.StepsVary}
-	for _, a := range d.Attempts {
-		v.Attempts = append(v.Attempts, views.KeyAttempt{Outcome: a.Outcome, Attempt: trace.Attempt{
-			ExecutionID: a.ExecutionID, StepID: a.StepID, Number: a.Attempt, Deduplicated: a.Deduplicated,
-			IdempotencyKey: a.IdempotencyKey, Worker: a.Worker, StartedAt: a.StartedAt, EndedAt: a.EndedAt, Args: a.Args,
-		}})
-	}
-	for _, r := range d.Effects {
-		v.Effects = append(v.Effects, views.OutboxRow{Effect: r.Effect, State: r.State})
-	}
-	for _, f := range d.Findings {
-		v.Findings = append(v.Findings, views.NewFindingViewAway(f))
 	}
 	return render(c, http.StatusOK, views.KeyPage(v))
 }

@@ -65,14 +65,14 @@ func (s *Server) pushExecution(ctx context.Context, conn *websocket.Conn, f *fee
 // pushFragments renders and sends the fragments; ended reports that the
 // execution is over and the socket closed.
 func (s *Server) pushFragments(ctx context.Context, conn *websocket.Conn, id string) (ended bool, err error) {
-	d, err := s.loadExecution(ctx, id)
+	x, err := s.loadExecution(ctx, id, true)
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil // not there yet
 	}
 	if err != nil {
 		return false, err
 	}
-	v := s.executionView(d, views.TimeRange{}, s.cfg.Now())
+	v := x.Page(views.TimeRange{}, s.cfg.Now())
 	fragments := map[string]string{}
 	for target, component := range map[string]templ.Component{
 		"execution-header": views.ExecutionHeader(v),

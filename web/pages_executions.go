@@ -2,7 +2,6 @@ package web
 
 import (
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -83,14 +82,13 @@ func (s *Server) handleExecutionShowPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	d, err := s.loadExecution(c.Request().Context(), id)
+	x, err := s.loadExecution(c.Request().Context(), id, true)
 	if err != nil {
 		return err
 	}
-	v := s.executionView(d, zoom, s.cfg.Now())
-	v.View = views.ViewTimeline
+	v := x.Page(zoom, s.cfg.Now())
 	if q.View == views.ViewSteps {
-		v.ShowSteps(views.NewStepTable(views.StepTableInput{Run: d.run, Findings: d.findings, Sort: q.Sort, Dir: q.Dir}))
+		v.ShowSteps(x.StepTable(q.Sort, q.Dir))
 	}
 	return render(c, http.StatusOK, views.ExecutionPage(v))
 }
@@ -117,31 +115,6 @@ func (q executionPageQuery) validate() error {
 	return nil
 }
 
-// executionView builds the execution page's model; zoom is the timeline's
-// range (the zero range: all of it). now is set for a live re-render:
-// running bars grow to it and a silence shows.
-func (s *Server) executionView(d executionData, zoom views.TimeRange, now time.Time) views.ExecutionView {
-	id := d.run.Execution.ID
-	incidents := views.NewIncidents(d.run, d.findings, d.gaps)
-	v := views.ExecutionView{
-		Execution: views.ExecutionRow{Execution: d.run.Execution, Counts: d.run.Counts(),
-			Findings: len(d.findings), CriticalFindings: trace.CriticalCount(d.findings), AuditState: d.verdict.State},
-		Incidents: incidents,
-		Timeline: views.NewTimeline(views.TimelineInput{Run: d.run, Gaps: d.gaps, States: d.states, Findings: d.findings, Range: zoom,
-			Now: now, SilenceAfter: s.cfg.Analysis.GapThreshold, Marks: views.NewIncidentMarks(incidents)}),
-		Gaps: d.gaps,
-	}
-	v.Audit = views.NewAuditView(views.AuditInput{Run: d.run, Verdict: d.verdict, Findings: d.findings,
-		NearbyOrphans: d.nearbyOrphans})
-	if d.run.Execution.Status == trace.StatusRunning {
-		v.LiveURL = "/api/v1/live?" + url.Values{"view": {"execution"}, "execution_id": {id}}.Encode()
-	}
-	for _, f := range d.findings {
-		v.Findings = append(v.Findings, views.NewFindingView(f))
-	}
-	return v
-}
-
 // handleAttemptPage is GET /executions/:id/attempt?step=S&n=N (or
 // /execution/attempt?execution_id=X&step=S&n=N), an attempt's permalink;
 // the execution page's script fetches its fragment.
@@ -156,28 +129,16 @@ func (s *Server) handleAttemptPage(c echo.Context) error {
 	}
 	// The run and its findings from one snapshot, so the incident marks
 	// agree with the attempt shown.
-	read, err := s.cfg.DB.ReadExecution(c.Request().Context(), id, nil)
+	x, err := s.loadExecution(c.Request().Context(), id, false)
 	if err != nil {
 		return err
 	}
-	run, findings := read.Run, read.Findings
 	stepID := c.QueryParam("step")
-	for _, st := range run.Steps {
-		if st.ID != stepID {
-			continue
+	if v, ok := x.Attempt(stepID, n); ok {
+		if wantsFragment(c) {
+			return render(c, http.StatusOK, views.AttemptDetail(v))
 		}
-		for _, a := range st.Attempts {
-			if a.Number == n {
-				marks := views.NewIncidentMarks(views.NewIncidents(run, findings, trace.Gaps(run, s.cfg.Analysis)))
-				v := views.AttemptView{ExecutionID: run.Execution.ID, Step: st, Attempt: a, Outcome: run.Outcome(a),
-					Effects: run.StepEffects()[st.ID], HTTPCalls: views.HTTPCalls(run, a),
-					Culprit: marks.Culprit(st.ID, a.Number), EffectLabels: marks.EffectLabels}
-				if wantsFragment(c) {
-					return render(c, http.StatusOK, views.AttemptDetail(v))
-				}
-				return render(c, http.StatusOK, views.AttemptDetailPage(v))
-			}
-		}
+		return render(c, http.StatusOK, views.AttemptDetailPage(v))
 	}
 	return echo.NewHTTPError(http.StatusNotFound, "attempt: no attempt "+strconv.Itoa(n)+" of step "+strconv.Quote(stepID)+" in this execution")
 }
@@ -189,29 +150,17 @@ func (s *Server) handleEffectPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	d, err := s.loadExecution(c.Request().Context(), id)
+	x, err := s.loadExecution(c.Request().Context(), id, false)
 	if err != nil {
 		return err
 	}
 	ref := trace.EffectRef{Provider: c.QueryParam("provider"), ID: c.QueryParam("id")}
-	for _, f := range d.run.Effects {
-		if f.Ref() != ref {
-			continue
-		}
-		v := views.EffectView{ExecutionID: d.run.Execution.ID, Effect: f, State: d.states[ref]}
+	if v, ok := x.Effect(ref); ok {
 		messages, err := s.messageURLs(c.Request().Context(), []trace.EffectRef{ref})
 		if err != nil {
 			return err
 		}
 		v.MessageURL = messages[ref]
-		v.Place, v.CausedBy = views.EffectPlace(views.NewIncidents(d.run, d.findings, d.gaps), ref)
-		for stepID, es := range d.run.StepEffects() {
-			for _, e := range es {
-				if e.Ref() == ref {
-					v.StepID, v.Siblings = stepID, len(es)
-				}
-			}
-		}
 		if wantsFragment(c) {
 			return render(c, http.StatusOK, views.EffectDetail(v))
 		}
