@@ -120,15 +120,26 @@ func (t *Tx) SpanRow(traceID, spanID string) (s trace.Span, ok bool, err error) 
 	return ss[0], true, nil
 }
 
-// RunKeys are the keys a run's attempts sent, as loadRuns reads a run's
-// effects and peers by: before FoldHTTPCalls gives attempts the keys of
-// their HTTP calls.
-func RunKeys(attempts []trace.Attempt) []string { return attemptKeys(attempts) }
-
-// RunTraces are the traces a run's effects are read by: its attempts' and
-// spans' trace ids and its own id.
-func RunTraces(id string, attempts []trace.Attempt, spans []trace.Span) []string {
-	return runTraces(id, attempts, spans)
+// RunKeysAndTraces are what loadRuns reads a run's effects and peers by:
+// the keys its attempts sent (attemptKeys, before FoldHTTPCalls gives
+// attempts the keys of their HTTP calls), and its traces (runTraces: its
+// attempts' and spans' trace ids and its own id).
+func RunKeysAndTraces(run trace.Run) (keys, traces map[string]bool) {
+	keys, traces = map[string]bool{}, map[string]bool{run.Execution.ID: true}
+	for _, s := range run.Steps {
+		for _, a := range s.Attempts {
+			if a.IdempotencyKey != "" {
+				keys[a.IdempotencyKey] = true
+			}
+			if a.TraceID != "" {
+				traces[a.TraceID] = true
+			}
+		}
+	}
+	for _, s := range run.Spans {
+		traces[s.TraceID] = true
+	}
+	return keys, traces
 }
 
 // ReplaceSteps returns steps with the attempts of each step in changed (by

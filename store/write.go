@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -17,11 +16,12 @@ import (
 // Tx is one write transaction on the single writer connection. Its methods
 // are the building blocks of ingest's group commit.
 type Tx struct {
-	ctx     context.Context
-	db      *DB
-	tx      *sql.Tx
-	stmts   map[string]*sql.Stmt
-	lastSeq int64 // the last event stored, for the engine's Notify
+	ctx       context.Context
+	db        *DB
+	tx        *sql.Tx
+	stmts     map[string]*sql.Stmt
+	lastSeq   int64  // the last event stored, for the engine's Notify
+	announced Notice // notice.go
 }
 
 // Update runs fn in one write transaction and commits it when fn returns nil.
@@ -51,7 +51,7 @@ func (db *DB) Update(ctx context.Context, fn func(*Tx) error) error {
 		return db.noteWrite(err)
 	}
 	if notify := db.engine.Notify(); notify != "" && t.lastSeq > 0 {
-		if err := t.exec(notify, strconv.FormatInt(t.lastSeq, 10)); err != nil {
+		if err := t.exec(notify, t.notice()); err != nil {
 			return db.noteWrite(fmt.Errorf("store: notify: %w", err))
 		}
 	}

@@ -171,7 +171,7 @@ func runServe(args []string) error {
 	ctx, stop := signalContext()
 	defer stop()
 
-	db, err := sqlite.Open(ctx, c.db, sqlite.Sync(c.sync))
+	db, err := openDB(ctx, c.db, sqlite.Sync(c.sync))
 	if err != nil {
 		return err
 	}
@@ -186,6 +186,14 @@ func runServe(args []string) error {
 	wcfg.Analysis = c.analysis
 	wcfg.GroupCommit = c.groupCommit
 	wcfg.OnCommit = hub.Publish // after each commit; never blocks
+	if db.Engine() == "postgres" {
+		// Other instances may write the database: the live tail follows
+		// the store's notices instead, this writer's commits among them.
+		if err := followSharedDatabase(ctx, db, c.db, hub, logger); err != nil {
+			return err
+		}
+		wcfg.OnCommit = func(writer.Commit) {}
+	}
 	metrics := web.NewMetrics()
 	alerts := startAlerts(c.access, logger) // nil without --alert-webhook
 	defer stopAlerts(alerts)                // deferred, so after ingestWriter.Close on every return below
@@ -207,7 +215,7 @@ func runServe(args []string) error {
 	limiter := newConnLimiter(c.listen.maxConnsPerIP, logger) // one count over --addr and --otlp-addr
 	ln = limiter.wrap(ln)
 	httpServer := c.listen.httpServer(srv)
-	logger.Info("oncetrace serving", "url", "http://"+ln.Addr().String(), "db", c.db, "sync", c.sync, "version", version)
+	logger.Info("oncetrace serving", "url", "http://"+ln.Addr().String(), "db", redactedTarget(c.db), "engine", db.Engine(), "sync", c.sync, "version", version)
 	logger.Info("oncetrace redaction", "redact", strings.Join(c.limits.Redact.Terms(), ",")) // prune.go
 	logger.Info("oncetrace hosts", "allowed_hosts", strings.Join(c.allowedHosts, ","), "max_conns_per_ip", c.listen.maxConnsPerIP)
 	serveErr := make(chan error, 3)

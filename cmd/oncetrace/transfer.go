@@ -46,7 +46,7 @@ func runImport(args []string, stdin io.Reader, out io.Writer) error {
 		r = f
 	}
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, *dbPath, sqlite.SyncNormal)
+	db, err := openDB(ctx, *dbPath, sqlite.SyncNormal)
 	if err != nil {
 		return err
 	}

@@ -61,8 +61,11 @@ type engine struct {
 func (e *engine) Name() string { return "postgres" }
 
 // Target is the URL without its password.
-func (e *engine) Target() string {
-	u, err := url.Parse(e.dsn)
+func (e *engine) Target() string { return Redacted(e.dsn) }
+
+// Redacted is a database URL without its password, for messages and logs.
+func Redacted(dsn string) string {
+	u, err := url.Parse(dsn)
 	if err != nil {
 		return "postgres://…"
 	}
