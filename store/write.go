@@ -430,79 +430,104 @@ type StepRef struct{ ExecutionID, StepID string }
 
 // RecheckOrphans decides again, for the effects named, the effects carrying
 // one of the keys and the effects naming one of the steps, whether any
-// attempt matches them, and keeps their orphan_effect findings in step. It
-// returns the executions those findings name, which must be re-counted.
+// attempt can have caused them (trace.AttemptIndex decides, as for the
+// world audit), and keeps their orphan_effect findings in step. It returns
+// the executions those findings name, which must be re-counted. It reads
+// with three queries and writes with a few statements whatever the number
+// of effects, plus one insert per orphan.
 func (t *Tx) RecheckOrphans(effects []trace.EffectRef, keys []string, steps []StepRef) ([]string, error) {
-	candidates := map[trace.EffectRef]bool{}
-	for _, r := range effects {
-		candidates[r] = true
-	}
-	collect := func(query string, args ...any) error {
-		rows, err := t.QueryContext(t.ctx, query, args...)
-		if err != nil {
-			return fmt.Errorf("store: orphan candidates: %w", err)
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var r trace.EffectRef
-			if err := rows.Scan(&r.Provider, &r.ID); err != nil {
-				return err
-			}
-			candidates[r] = true
-		}
-		return rows.Err()
-	}
-	if len(keys) > 0 {
-		if err := collect(`SELECT provider, effect_id FROM effects WHERE idempotency_key IN `+inList, jsonList(keys)); err != nil {
-			return nil, err
-		}
-	}
-	seen := map[StepRef]bool{}
+	stepPairs := make([][2]string, 0, len(steps))
 	for _, s := range steps {
-		if seen[s] {
-			continue // a step's attempts arrive together; ask once
-		}
-		seen[s] = true
-		if err := collect(`SELECT provider, effect_id FROM effects WHERE execution_id = ? AND step_id = ?`, s.ExecutionID, s.StepID); err != nil {
-			return nil, err
-		}
+		stepPairs = append(stepPairs, [2]string{s.ExecutionID, s.StepID})
 	}
-	var touched []string
-	for r := range candidates {
-		f, err := scanEffect(t.QueryRowContext(t.ctx, `SELECT `+effectColumns+` FROM effects WHERE provider = ? AND effect_id = ?`, r.Provider, r.ID))
-		if err != nil {
-			return nil, fmt.Errorf("store: recheck effect %s/%s: %w", r.Provider, r.ID, err)
+	refPairs := make([][2]string, 0, len(effects))
+	for _, r := range effects {
+		refPairs = append(refPairs, [2]string{r.Provider, r.ID})
+	}
+	rows, err := t.QueryContext(t.ctx, `SELECT `+effectColumns+` FROM effects
+		WHERE (provider, effect_id) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))
+		UNION SELECT `+effectColumns+` FROM effects WHERE idempotency_key IN `+inList+`
+		UNION SELECT `+effectColumns+` FROM effects
+		WHERE (execution_id, step_id) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`,
+		jsonPairs(refPairs), jsonList(keys), jsonPairs(stepPairs))
+	if err != nil {
+		return nil, fmt.Errorf("store: orphan candidates: %w", err)
+	}
+	candidates, err := scanEffects(rows)
+	if err != nil {
+		return nil, fmt.Errorf("store: orphan candidates: %w", err)
+	}
+	if len(candidates) == 0 {
+		return nil, nil
+	}
+	// The attempts that could match them: by the key they carry, or by
+	// the step they name.
+	var candidateKeys []string
+	var candidateSteps [][2]string
+	var candidateRefs [][2]string
+	for _, f := range candidates {
+		if f.IdempotencyKey != "" {
+			candidateKeys = append(candidateKeys, f.IdempotencyKey)
 		}
-		var matched bool
-		// An effect with a trace context belongs to its trace's execution
-		// whether or not a tool call of it arrived: never an orphan of no one.
-		err = t.QueryRowContext(t.ctx, `SELECT ? != '' OR EXISTS (SELECT 1 FROM attempts WHERE ? != '' AND idempotency_key = ?)
-			OR EXISTS (SELECT 1 FROM attempts WHERE execution_id = ? AND step_id = ?)`,
-			f.TraceID, f.IdempotencyKey, f.IdempotencyKey, f.ExecutionID, f.StepID).Scan(&matched)
-		if err != nil {
-			return nil, fmt.Errorf("store: recheck effect %s/%s: %w", r.Provider, r.ID, err)
+		if f.ExecutionID != "" && f.StepID != "" {
+			candidateSteps = append(candidateSteps, [2]string{f.ExecutionID, f.StepID})
 		}
-		if err := t.exec(`DELETE FROM findings WHERE source = 'effect' AND effect_provider = ? AND effect_id = ?`, r.Provider, r.ID); err != nil {
-			return nil, fmt.Errorf("store: recheck effect %s/%s: %w", r.Provider, r.ID, err)
-		}
-		state := trace.MatchMatched
-		if !matched {
-			state = trace.MatchOrphan
+		candidateRefs = append(candidateRefs, [2]string{f.Provider, f.ID})
+	}
+	rows, err = t.QueryContext(t.ctx, `SELECT `+attemptColumns+` FROM attempts WHERE idempotency_key IN `+inList+`
+		UNION SELECT `+attemptColumns+` FROM attempts
+		WHERE (execution_id, step_id) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`,
+		jsonList(sortedSet(setOf(candidateKeys))), jsonPairs(candidateSteps))
+	if err != nil {
+		return nil, fmt.Errorf("store: orphan candidates' attempts: %w", err)
+	}
+	attempts, err := scanAttempts(rows)
+	if err != nil {
+		return nil, fmt.Errorf("store: orphan candidates' attempts: %w", err)
+	}
+	claimed := trace.IndexAttempts(attempts)
+
+	if err := t.exec(`DELETE FROM findings WHERE source = 'effect'
+		AND (effect_provider, effect_id) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`,
+		jsonPairs(candidateRefs)); err != nil {
+		return nil, fmt.Errorf("store: recheck orphans: %w", err)
+	}
+	var orphans, matched [][2]string
+	touched := map[string]bool{}
+	for _, f := range candidates {
+		ref := [2]string{f.Provider, f.ID}
+		if claimed.Claims(f) {
+			matched = append(matched, ref)
+		} else {
+			orphans = append(orphans, ref)
 			if err := t.insertFinding("effect", trace.OrphanFinding(f)); err != nil {
 				return nil, err
 			}
 		}
-		// A matched effect may be a duplicate; the run analysis that follows
-		// refines it, so only leave orphan here.
-		if err := t.exec(`UPDATE effects SET state = ? WHERE provider = ? AND effect_id = ? AND (state = 'orphan' OR ? = 'orphan')`,
-			string(state), r.Provider, r.ID, string(state)); err != nil {
-			return nil, fmt.Errorf("store: recheck effect %s/%s: %w", r.Provider, r.ID, err)
-		}
 		if f.ExecutionID != "" {
-			touched = append(touched, f.ExecutionID)
+			touched[f.ExecutionID] = true
 		}
 	}
-	return touched, nil
+	// A matched effect may be a duplicate; the run analysis that follows
+	// refines it, so only an orphan's state is set back to matched here.
+	const refsIn = `(provider, effect_id) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`
+	if err := t.exec(`UPDATE effects SET state = 'orphan' WHERE state != 'orphan' AND `+refsIn, jsonPairs(orphans)); err != nil {
+		return nil, fmt.Errorf("store: recheck orphans: %w", err)
+	}
+	if err := t.exec(`UPDATE effects SET state = 'matched' WHERE state = 'orphan' AND `+refsIn, jsonPairs(matched)); err != nil {
+		return nil, fmt.Errorf("store: recheck orphans: %w", err)
+	}
+	return sortedSet(touched), nil
+}
+
+// jsonPairs is pairs as one JSON array of two-element arrays, bound as one
+// parameter (see inList).
+func jsonPairs(pairs [][2]string) string {
+	if len(pairs) == 0 {
+		return "[]"
+	}
+	b, _ := json.Marshal(pairs)
+	return string(b)
 }
 
 func (t *Tx) insertFinding(source string, f trace.Finding) error {

@@ -166,14 +166,14 @@ func Audit(w World, cfg Config) []Finding {
 	for _, r := range runs {
 		fs = append(fs, AuditRun(r, cfg)...)
 	}
-	matched := newAttemptIndex(runs)
+	matched := IndexAttempts(runAttempts(runs))
 	seen := map[EffectRef]bool{}
 	for _, e := range w.Effects {
 		if seen[e.Ref()] {
 			continue
 		}
 		seen[e.Ref()] = true
-		if !matched.matches(e) {
+		if !matched.Claims(e) {
 			fs = append(fs, OrphanFinding(e))
 		}
 	}
@@ -192,13 +192,13 @@ func (w World) EffectStates() map[EffectRef]MatchState {
 			fromRuns[ref] = WorseState(fromRuns[ref], state)
 		}
 	}
-	matched := newAttemptIndex(runs)
+	matched := IndexAttempts(runAttempts(runs))
 	states := map[EffectRef]MatchState{}
 	for _, e := range w.Effects {
 		// Orphans are decided exactly as Audit decides them, so the outbox
 		// and the findings never disagree.
 		switch {
-		case !matched.matches(e):
+		case !matched.Claims(e):
 			states[e.Ref()] = MatchOrphan
 		case fromRuns[e.Ref()] != "":
 			states[e.Ref()] = fromRuns[e.Ref()]
@@ -209,37 +209,16 @@ func (w World) EffectStates() map[EffectRef]MatchState {
 	return states
 }
 
-// attemptIndex answers EffectMatchesAttempt against every attempt at once,
-// so a world audit stays linear in attempts plus effects.
-type attemptIndex struct {
-	keys  map[string][]string // key -> the providers its attempts named, each once ("" for none)
-	steps map[[2]string]bool  // (execution id, step id) of every attempt
-}
-
-func newAttemptIndex(runs []Run) attemptIndex {
-	idx := attemptIndex{keys: map[string][]string{}, steps: map[[2]string]bool{}}
+// runAttempts are the attempts of runs, stamped with their execution and
+// step (addStep does that).
+func runAttempts(runs []Run) []Attempt {
+	var out []Attempt
 	for _, r := range runs {
 		for _, s := range r.Steps {
-			for _, a := range s.Attempts {
-				if k := a.IdempotencyKey; k != "" && !slices.Contains(idx.keys[k], a.Provider) {
-					idx.keys[k] = append(idx.keys[k], a.Provider)
-				}
-				idx.steps[[2]string{a.ExecutionID, a.StepID}] = true
-			}
+			out = append(out, s.Attempts...)
 		}
 	}
-	return idx
-}
-
-// matches mirrors EffectMatchesAttempt over all indexed attempts.
-func (idx attemptIndex) matches(e Effect) bool {
-	if e.TraceID != "" {
-		return true // it belongs to its trace's execution, with or without a step
-	}
-	if e.IdempotencyKey != "" && slices.ContainsFunc(idx.keys[e.IdempotencyKey], func(p string) bool { return sameProvider(p, e.Provider) }) {
-		return true
-	}
-	return e.ExecutionID != "" && e.StepID != "" && idx.steps[[2]string{e.ExecutionID, e.StepID}]
+	return out
 }
 
 // addStep adds a copy of s to steps, merging it into a step with the same

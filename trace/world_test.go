@@ -213,7 +213,8 @@ func TestWorldEffectStates(t *testing.T) {
 }
 
 // TestAttemptIndexAgreesWithEffectMatchesAttempt guards the shortcut the
-// world audit takes against the rule it stands for.
+// world audit and the writer's orphan recheck take against the rule it
+// stands for.
 func TestAttemptIndexAgreesWithEffectMatchesAttempt(t *testing.T) {
 	w := sampleWorld()
 	w.Effects = append(w.Effects,
@@ -230,9 +231,9 @@ func TestAttemptIndexAgreesWithEffectMatchesAttempt(t *testing.T) {
 		Effect{Provider: "payments", ID: "7", IdempotencyKey: "ik_nobody"},
 	)
 	runs := w.Runs()
-	idx := newAttemptIndex(runs)
+	idx := IndexAttempts(runAttempts(runs))
 	for _, e := range w.Effects {
-		want := false
+		want := e.TraceID != ""
 		for _, r := range runs {
 			for _, s := range r.Steps {
 				for _, a := range s.Attempts {
@@ -240,7 +241,7 @@ func TestAttemptIndexAgreesWithEffectMatchesAttempt(t *testing.T) {
 				}
 			}
 		}
-		if got := idx.matches(e); got != want {
+		if got := idx.Claims(e); got != want {
 			t.Errorf("%v: got %v, want %v", e.Ref(), got, want)
 		}
 	}

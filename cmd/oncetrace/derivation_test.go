@@ -4,6 +4,9 @@ import (
 	"database/sql"
 	"errors"
 	"flag"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -264,5 +267,33 @@ func startServeOn(t *testing.T, db string) (string, func() string, func() string
 		if time.Now().After(deadline) {
 			t.Fatalf("serve logged no url= within 60s:\n%s", logText())
 		}
+	}
+}
+
+// TestStartingGateAnswers503UntilReady: while serve rebuilds the derived
+// cache, every request gets a 503 with Retry-After saying how far the
+// rebuild has come; once ready, the server answers.
+func TestStartingGateAnswers503UntilReady(t *testing.T) {
+	gate := newStartingGate()
+	srv := httptest.NewServer(gate)
+	defer srv.Close()
+	get := func() (*http.Response, string) {
+		t.Helper()
+		resp, err := http.Get(srv.URL + "/api/v1/executions")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp, string(body)
+	}
+	gate.progress(200, 1000)
+	resp, body := get()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(body, "200 of 1000 executions") {
+		t.Fatalf("during the rebuild: got %d, Retry-After %q, %s; want 503 with Retry-After and the progress", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+	}
+	gate.ready(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "served") }))
+	if resp, body := get(); resp.StatusCode != http.StatusOK || body != "served" {
+		t.Fatalf("once ready: got %d %q, want the server's answer", resp.StatusCode, body)
 	}
 }

@@ -176,9 +176,22 @@ func runServe(args []string) error {
 		return err
 	}
 	defer db.Close()
-	// Before the writer and the server start: nothing is served from, or
-	// written over, rows derived by other rules.
-	if err := rebuildDerived(ctx, db, c.analysis, logger); err != nil {
+	// The listener opens first and answers 503 with Retry-After until the
+	// server is ready: while an older database's derived rows are rebuilt,
+	// nothing is served from, or written over, rows derived by other
+	// rules, and clients and load balancers are told to come back.
+	ln, err := net.Listen("tcp", c.addr)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	limiter := newConnLimiter(c.listen.maxConnsPerIP, logger) // one count over --addr and --otlp-addr
+	ln = limiter.wrap(ln)
+	gate := newStartingGate()
+	httpServer := c.listen.httpServer(gate)
+	serveErr := make(chan error, 3)
+	go func() { serveErr <- httpServer.Serve(ln) }()
+	if err := rebuildDerived(ctx, db, c.analysis, logger, gate.progress); err != nil {
+		httpServer.Close()
 		return err
 	}
 	hub := web.NewHub(c.liveBuffer)
@@ -207,19 +220,10 @@ func runServe(args []string) error {
 		Logger: logger, Sandbox: c.sandbox, Hub: hub, AllowedOrigins: c.allowedOrigins, AllowedHosts: c.allowedHosts,
 		Auth: c.auth(), Metrics: metrics, MaxDecodeBytes: c.decode.maxBytes})
 
-	ln, err := net.Listen("tcp", c.addr)
-	if err != nil {
-		ingestWriter.Close()
-		return fmt.Errorf("serve: %w", err)
-	}
-	limiter := newConnLimiter(c.listen.maxConnsPerIP, logger) // one count over --addr and --otlp-addr
-	ln = limiter.wrap(ln)
-	httpServer := c.listen.httpServer(srv)
+	gate.ready(srv)
 	logger.Info("oncetrace serving", "url", "http://"+ln.Addr().String(), "db", redactedTarget(c.db), "engine", db.Engine(), "sync", c.sync, "version", version)
 	logger.Info("oncetrace redaction", "redact", strings.Join(c.limits.Redact.Terms(), ",")) // prune.go
 	logger.Info("oncetrace hosts", "allowed_hosts", strings.Join(c.allowedHosts, ","), "max_conns_per_ip", c.listen.maxConnsPerIP)
-	serveErr := make(chan error, 3)
-	go func() { serveErr <- httpServer.Serve(ln) }()
 	// The conventional OTLP/HTTP port, for exporters left at their default.
 	otlpServer := c.listen.httpServer(otlpOnly(srv))
 	if c.otlpAddr != "" {

@@ -51,7 +51,7 @@ func runImport(args []string, stdin io.Reader, out io.Writer) error {
 		return err
 	}
 	defer db.Close()
-	if err := rebuildDerived(ctx, db, writer.DefaultConfig.Analysis, slog.New(slog.NewTextHandler(os.Stderr, nil))); err != nil {
+	if err := rebuildDerived(ctx, db, writer.DefaultConfig.Analysis, slog.New(slog.NewTextHandler(os.Stderr, nil)), nil); err != nil {
 		return fmt.Errorf("import: %w", err)
 	}
 	w := writer.New(db, writer.DefaultConfig)
