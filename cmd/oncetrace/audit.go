@@ -7,12 +7,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 )
 
@@ -20,7 +23,7 @@ import (
 // whether any is critical, so that CI can fail on it.
 func runAudit(args []string, out io.Writer) (critical bool, err error) {
 	fs := flag.NewFlagSet("audit", flag.ContinueOnError)
-	dbPath := fs.String("db", "", "audit this database file, computing every finding afresh")
+	dbPath := fs.String("db", "", "audit this database (a SQLite file or a postgres:// URL): what a server on it would answer")
 	server := fs.String("server", "", "audit the oncetrace server at this URL (e.g. http://127.0.0.1:8080)")
 	asJSON := fs.Bool("json", false, "print JSON instead of text")
 	readToken := fs.String("read-token", envOr("ONCETRACE_READ_TOKEN", envOr("ONCETRACE_INGEST_TOKEN", "")),
@@ -86,25 +89,34 @@ func runAudit(args []string, out io.Writer) (critical bool, err error) {
 	return n > 0, nil
 }
 
+// auditDB reads what a server on the database would answer: the stored
+// findings and audit states, which the writer derived (after bringing an
+// older database's up to this binary's rules, as serve does), so that
+// audit --db and audit --server cannot disagree.
 func auditDB(ctx context.Context, path string, cfg trace.Config) ([]trace.Finding, []string, error) {
 	db, err := openExistingDB(ctx, "audit", path)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer db.Close()
-	w, err := db.World(ctx)
+	if err := rebuildDerived(ctx, db, cfg, slog.New(slog.NewTextHandler(os.Stderr, nil)), nil); err != nil {
+		return nil, nil, fmt.Errorf("audit: %w", err)
+	}
+	findings, err := db.Findings(ctx, store.FindingFilter{})
 	if err != nil {
 		return nil, nil, err
 	}
-	findings := trace.Audit(w, cfg)
-	byExecution := map[string][]trace.Finding{}
-	for _, f := range findings {
-		byExecution[f.ExecutionID] = append(byExecution[f.ExecutionID], f)
-	}
 	var unverified []string
-	for _, r := range w.Runs() {
-		if trace.Judge(r, byExecution[r.Execution.ID]).State == trace.StateUnverified {
-			unverified = append(unverified, r.Execution.ID)
+	for cursor := ""; ; {
+		page, next, err := db.ListExecutions(ctx, store.ExecutionFilter{AuditState: trace.StateUnverified, Cursor: cursor, Limit: store.MaxPageSize})
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, x := range page {
+			unverified = append(unverified, x.ID)
+		}
+		if cursor = next; cursor == "" {
+			break
 		}
 	}
 	sort.Strings(unverified)

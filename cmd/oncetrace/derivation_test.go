@@ -297,3 +297,33 @@ func TestStartingGateAnswers503UntilReady(t *testing.T) {
 		t.Fatalf("once ready: got %d %q, want the server's answer", resp.StatusCode, body)
 	}
 }
+
+// TestAuditDBAgreesWithAuditServer: on a database of an older derivation,
+// audit --db and audit --server (a server on a copy of it) print the same
+// JSON: both read what the writer derived, under this binary's rules.
+func TestAuditDBAgreesWithAuditServer(t *testing.T) {
+	b, err := os.ReadFile(derivationFixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	direct, served := filepath.Join(dir, "direct.db"), filepath.Join(dir, "served.db")
+	for _, p := range []string{direct, served} {
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fromDB, errOut, code := runCLI(t, "audit", "--db", direct, "--json")
+	if code > 1 {
+		t.Fatalf("audit --db: exit %d: %s", code, errOut)
+	}
+	base, _, stop := startServeOn(t, served)
+	defer stop()
+	fromServer, errOut, code2 := runCLI(t, "audit", "--server", base, "--json")
+	if code2 != code {
+		t.Fatalf("audit --server: exit %d (%s), audit --db exit %d", code2, errOut, code)
+	}
+	if fromDB != fromServer || !strings.Contains(fromDB, `"findings"`) {
+		t.Fatalf("audit --db and --server disagree:\n--db:     %s\n--server: %s", fromDB, fromServer)
+	}
+}
