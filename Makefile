@@ -41,7 +41,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzMapOTLP$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./ingest
 	$(GO) test -run '^$$' -fuzz '^FuzzReadMessage$$' -fuzztime $(FUZZTIME) ./ingest/outbox/smtpsink
 
-## bench: ingest throughput over HTTP against the raw SQLite ceiling, OTLP ingest throughput, ingest with and without 1,000 live readers and their latency, and Go benchmarks
+## bench: ingest throughput over HTTP against the raw SQLite ceiling, OTLP ingest throughput, ingest with and without 1,000 live readers and their latency, SQLite against PostgreSQL (ingest and pages), and Go benchmarks
 bench:
 	$(GO) run ./cmd/oncebench all
 	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -54,3 +54,25 @@ func (db *DB) ExecutionIDs(ctx context.Context) ([]string, error) {
 	}
 	return ids, nil
 }
+
+// derivedTables are the tables a rebuild derives again from the event log;
+// the log itself, the messages (an effect's content, not derived) and what
+// a prune left to re-derive stay.
+var derivedTables = []string{"findings", "search_terms", "steps", "attempts", "spans", "effects", "executions"}
+
+// ClearDerived deletes every derived row, for a rebuild that folds the
+// whole event log again.
+func (t *Tx) ClearDerived() error {
+	for _, table := range derivedTables {
+		if err := t.exec(`DELETE FROM ` + table); err != nil {
+			return fmt.Errorf("store: clear %s: %w", table, err)
+		}
+	}
+	return nil
+}
+
+// LogAfter returns up to limit events of the raw log with a sequence
+// number above after, in order, as the transaction sees them.
+func (t *Tx) LogAfter(after int64, limit int) ([]StoredEvent, error) {
+	return eventsAfter(t.ctx, t, after, "", limit)
+}

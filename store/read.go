@@ -454,11 +454,15 @@ type StoredEvent struct {
 // EventsAfter returns up to limit events with a sequence number above
 // after, in order; executionID, when set, selects one execution's events.
 func (db *DB) EventsAfter(ctx context.Context, after int64, executionID string, limit int) ([]StoredEvent, error) {
+	return eventsAfter(ctx, db.read, after, executionID, limit)
+}
+
+func eventsAfter(ctx context.Context, q querier, after int64, executionID string, limit int) ([]StoredEvent, error) {
 	query, args := `SELECT seq, body FROM events WHERE seq > ?`, []any{after}
 	if executionID != "" {
 		query, args = query+` AND execution_id = ?`, append(args, executionID)
 	}
-	rows, err := db.read.QueryContext(ctx, query+` ORDER BY seq LIMIT ?`, append(args, limit)...)
+	rows, err := q.QueryContext(ctx, query+` ORDER BY seq LIMIT ?`, append(args, limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("store: events after %d: %w", after, err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/oncetrace/oncetrace/ingest"
 	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
+	"github.com/oncetrace/oncetrace/store/postgres"
 	"github.com/oncetrace/oncetrace/store/sqlite"
 	"github.com/oncetrace/oncetrace/trace"
 	"github.com/oncetrace/oncetrace/web"
@@ -138,7 +139,8 @@ func cpuSince(start time.Duration) time.Duration {
 
 // server is a real oncetrace server on 127.0.0.1 over a fresh database,
 // wired as serve wires it: the writer's OnCommit publishes every commit to
-// the live hub.
+// the live hub, or on PostgreSQL a follower does, from the store, after
+// each notice.
 type server struct {
 	db      *store.DB
 	hub     *web.Hub
@@ -149,12 +151,28 @@ type server struct {
 	web      *web.Server
 	http     *http.Server
 	serveErr chan error
+	follow   *following // on PostgreSQL
 }
 
-// startServer opens the database at path and serves it; liveBuffer is the
-// hub's per-client buffer, as serve --live-buffer.
-func startServer(ctx context.Context, path string, syncMode sqlite.Sync, groupCommit bool, liveBuffer int) (*server, error) {
-	db, err := sqlite.Open(ctx, path, syncMode)
+// following is a PostgreSQL server's follower and listener, and how to
+// stop them.
+type following struct {
+	stop     context.CancelFunc
+	follower *web.Follower
+	listened chan struct{}
+}
+
+// startServer opens the database target names, a SQLite file or a
+// postgres:// URL as serve --db, and serves it; liveBuffer is the hub's
+// per-client buffer, as serve --live-buffer.
+func startServer(ctx context.Context, target string, syncMode sqlite.Sync, groupCommit bool, liveBuffer int) (*server, error) {
+	var db *store.DB
+	var err error
+	if postgres.IsURL(target) {
+		db, err = postgres.Open(ctx, target)
+	} else {
+		db, err = sqlite.Open(ctx, target, syncMode)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -165,6 +183,14 @@ func startServer(ctx context.Context, path string, syncMode sqlite.Sync, groupCo
 		s.commits.Add(1)
 		s.hub.Publish(c)
 	}
+	if db.Engine() == "postgres" {
+		// As serve: other instances may write, so the hub follows the store.
+		if s.follow, err = followStore(db, target, s.hub); err != nil {
+			db.Close()
+			return nil, err
+		}
+		wcfg.OnCommit = func(writer.Commit) { s.commits.Add(1) }
+	}
 	s.writer = writer.New(db, wcfg)
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	s.web = web.New(web.Config{DB: db, Writer: s.writer, Limits: ingest.DefaultLimits, Analysis: trace.DefaultConfig,
@@ -172,6 +198,7 @@ func startServer(ctx context.Context, path string, syncMode sqlite.Sync, groupCo
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		s.writer.Close()
+		s.follow.Close()
 		db.Close()
 		return nil, err
 	}
@@ -188,7 +215,44 @@ func (s *server) Close() {
 	_ = s.http.Shutdown(context.Background())
 	<-s.serveErr
 	s.writer.Close()
+	s.follow.Close()
 	s.db.Close()
+}
+
+// followStore wires the hub as serve's followSharedDatabase does: LISTEN
+// for every instance's notices and publish from the store after each.
+func followStore(db *store.DB, dsn string, hub *web.Hub) (*following, error) {
+	ctx, stop := context.WithCancel(context.Background())
+	from, err := db.LastSeq(ctx)
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	f := &following{stop: stop, follower: hub.FollowStore(ctx, db, from, logger), listened: make(chan struct{})}
+	go func() {
+		defer close(f.listened)
+		logError := func(err error) {
+			if ctx.Err() == nil { // not the stop Close asked for
+				logger.Warn("live: listening for other instances' commits", "err", err)
+			}
+		}
+		if err := postgres.Listen(ctx, dsn, f.follower.Notice, logError); err != nil {
+			logger.Error("live: listener stopped", "err", err)
+		}
+	}()
+	return f, nil
+}
+
+// Close stops the listener and the follower and waits for both; a nil
+// following (SQLite) has nothing to stop.
+func (f *following) Close() {
+	if f == nil {
+		return
+	}
+	f.stop()
+	<-f.listened
+	<-f.follower.Done()
 }
 
 // keepAliveClient keeps one connection a client (or sender) alive; the

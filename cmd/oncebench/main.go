@@ -6,7 +6,8 @@
 //	oncebench ingest [flags]  native ingest over HTTP against the raw SQLite ceiling, group commit on against off
 //	oncebench otlp [flags]    OTLP/HTTP ingest of protobuf span batches
 //	oncebench live [flags]    ingest with and without 1,000 live WebSocket readers, and their delivery latency
-//	oncebench all [-quick]    the three in order
+//	oncebench engines [flags] SQLite against PostgreSQL (a throwaway cluster, or -postgres URL): ingest and page times
+//	oncebench all [-quick]    the four in order
 //	oncebench search [flags]  search time at 10,000 and 1,000,000 events (minutes; not part of all)
 //
 // `make bench` runs `oncebench all`; -quick is a CI-sized run of each.
@@ -28,6 +29,7 @@ var suites = []struct {
 		suite("ingest", "ingest", ingestFlags, runIngest)},
 	{"otlp", "OTLP/HTTP ingest of protobuf span batches", suite("otlp", "OTLP ingest", otlpFlags, runOTLP)},
 	{"live", "ingest with and without 1,000 live WebSocket readers, and their delivery latency", suite("live", "live delivery", liveFlags, runLive)},
+	{"engines", "SQLite against PostgreSQL: ingest and page times, the same load on each", suite("engines", "SQLite against PostgreSQL", enginesFlags, runEngines)},
 }
 
 // standalone suites run only when named: building their database takes
@@ -142,7 +144,7 @@ func usage(w io.Writer) {
 	for _, s := range suites {
 		fmt.Fprintf(w, "  %-7s %s\n", s.name, s.about)
 	}
-	fmt.Fprintf(w, "  %-7s %s\n", "all", "the three in order; -quick for a CI-sized run of each")
+	fmt.Fprintf(w, "  %-7s %s\n", "all", "the suites above in order; -quick for a CI-sized run of each")
 	for _, s := range standalone {
 		fmt.Fprintf(w, "  %-7s %s (not part of all)\n", s.name, s.about)
 	}

@@ -34,7 +34,11 @@ func openExistingDB(ctx context.Context, command, target string) (*store.DB, err
 		db, err = sqlite.OpenExisting(ctx, target, sqlite.SyncNormal)
 	}
 	if errors.Is(err, store.ErrNoDatabase) {
-		return nil, fmt.Errorf("%s: no such database: %s (serve and import create one; check --db or ONCETRACE_DB)", command, redactedTarget(target))
+		create := "serve and import create one"
+		if postgres.IsURL(target) {
+			create = "create it with createdb, then serve or import make oncetrace's tables in it"
+		}
+		return nil, fmt.Errorf("%s: no such database: %s (%s; check --db or ONCETRACE_DB)", command, redactedTarget(target), create)
 	}
 	return db, err
 }

@@ -197,7 +197,7 @@ func logPrune(logger *slog.Logger, res store.PruneResult, err error) {
 // own does).
 func runPrune(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("prune", flag.ContinueOnError)
-	dbPath := fs.String("db", envOr("ONCETRACE_DB", "oncetrace.db"), "database file (env ONCETRACE_DB)")
+	dbPath := fs.String("db", envOr("ONCETRACE_DB", "oncetrace.db"), "database: a SQLite file or a postgres:// URL (env ONCETRACE_DB)")
 	before := fs.String("before", "", "delete executions whose start (else earliest attempt or effect) is before this: "+
 		"a date (2026-06-01, UTC), an RFC 3339 time, or an age (30d, 72h); required")
 	effectsBefore := fs.String("effects-before", "", "delete orphan effects (naming no execution, matching no attempt) before this; default: --before")
@@ -244,7 +244,8 @@ func runPrune(args []string, out io.Writer) error {
 		return fmt.Errorf("prune: %w (what was deleted stays deleted and consistent; run it again to finish)", err)
 	}
 	vacuumed := map[string]string{"incremental": "incremental vacuum", "full": "rewritten once by VACUUM, incremental from now on",
-		"auto": "auto_vacuum", "none": "not vacuumed: freed pages are reused, the file keeps its size"}[res.Vacuum]
+		"auto": "auto_vacuum", "none": "not vacuumed: freed pages are reused, the file keeps its size",
+		"autovacuum": "PostgreSQL's autovacuum makes the space reusable"}[res.Vacuum]
 	fmt.Fprintf(out, "pruned %d executions and %d effects before %s (%d rows, %d of them events) in %d transactions (longest %v); "+
 		"re-audited %d executions; database %s -> %s (%s)\n",
 		res.Executions, res.Effects, opts.Before.UTC().Format(time.RFC3339), res.Rows, res.Events, res.Batches, res.MaxHold.Round(time.Millisecond),

@@ -53,8 +53,8 @@ func serveFlags(args []string) (serveConfig, error) {
 	c := serveConfig{analysis: trace.DefaultConfig, limits: ingest.DefaultLimits}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.StringVar(&c.addr, "addr", envOr("ONCETRACE_ADDR", "127.0.0.1:8080"), "listen address (env ONCETRACE_ADDR)")
-	fs.StringVar(&c.db, "db", envOr("ONCETRACE_DB", "oncetrace.db"), "SQLite database file (env ONCETRACE_DB)")
-	fs.StringVar(&c.sync, "sync", envOr("ONCETRACE_SYNC", "normal"), "durability: normal survives a process crash, full also a power loss (env ONCETRACE_SYNC)")
+	fs.StringVar(&c.db, "db", envOr("ONCETRACE_DB", "oncetrace.db"), "database: a SQLite file, created if missing, or a postgres:// URL of an existing PostgreSQL database (env ONCETRACE_DB)")
+	fs.StringVar(&c.sync, "sync", envOr("ONCETRACE_SYNC", "normal"), "SQLite durability: normal survives a process crash, full also a power loss; PostgreSQL uses the server's settings (env ONCETRACE_SYNC)")
 	fs.StringVar(&c.token, "ingest-token", envOr("ONCETRACE_INGEST_TOKEN", ""), "token POST endpoints require as Authorization: Bearer (env ONCETRACE_INGEST_TOKEN)")
 	fs.BoolVar(&c.insecure, "insecure", false, "allow a non-loopback address without an ingest token")
 	fs.BoolVar(&c.groupCommit, "group-commit", true, "commit concurrent ingest requests in one transaction")
@@ -221,7 +221,11 @@ func runServe(args []string) error {
 		Auth: c.auth(), Metrics: metrics, MaxDecodeBytes: c.decode.maxBytes})
 
 	gate.ready(srv)
-	logger.Info("oncetrace serving", "url", "http://"+ln.Addr().String(), "db", redactedTarget(c.db), "engine", db.Engine(), "sync", c.sync, "version", version)
+	syncMode := c.sync
+	if db.Engine() != "sqlite" {
+		syncMode = "server" // the PostgreSQL server's own durability settings
+	}
+	logger.Info("oncetrace serving", "url", "http://"+ln.Addr().String(), "db", redactedTarget(c.db), "engine", db.Engine(), "sync", syncMode, "version", version)
 	logger.Info("oncetrace redaction", "redact", strings.Join(c.limits.Redact.Terms(), ",")) // prune.go
 	logger.Info("oncetrace hosts", "allowed_hosts", strings.Join(c.allowedHosts, ","), "max_conns_per_ip", c.listen.maxConnsPerIP)
 	// The conventional OTLP/HTTP port, for exporters left at their default.

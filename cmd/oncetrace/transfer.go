@@ -20,7 +20,7 @@ import (
 // path as the server, so ids, dedupe, merge rules and limits are the same.
 func runImport(args []string, stdin io.Reader, out io.Writer) error {
 	fs := flag.NewFlagSet("import", flag.ContinueOnError)
-	dbPath := fs.String("db", envOr("ONCETRACE_DB", "oncetrace.db"), "database file to load into (env ONCETRACE_DB)")
+	dbPath := fs.String("db", envOr("ONCETRACE_DB", "oncetrace.db"), "database to load into: a SQLite file or a postgres:// URL (env ONCETRACE_DB)")
 	in := fs.String("in", "-", "NDJSON file to read, - for standard input")
 	redact := fs.String("redact", defaultRedactFlag(),
 		"mask the values of these keys before storing, as serve does (prune.go); '' masks nothing (env ONCETRACE_REDACT)")
@@ -129,7 +129,7 @@ func importLimits() ingest.Limits {
 // again gives the same bytes.
 func runExport(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("export", flag.ContinueOnError)
-	dbPath := fs.String("db", envOr("ONCETRACE_DB", "oncetrace.db"), "database file to read (env ONCETRACE_DB)")
+	dbPath := fs.String("db", envOr("ONCETRACE_DB", "oncetrace.db"), "database to read: a SQLite file or a postgres:// URL (env ONCETRACE_DB)")
 	outPath := fs.String("out", "-", "file to write, - for standard output")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

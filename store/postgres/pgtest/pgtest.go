@@ -163,18 +163,36 @@ func (c *Cluster) NewDatabase(tb testing.TB) string {
 	}
 	// The pid keeps concurrent test processes on one server (EnvURL) apart.
 	name := fmt.Sprintf("t_%d_%d_%d", os.Getpid(), databases.Add(1), time.Now().UnixNano()%1e6)
+	dsn, drop, err := c.CreateDatabase(name)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := drop(); err != nil {
+			tb.Error(err)
+		}
+	})
+	return dsn
+}
+
+// CreateDatabase is NewDatabase for a program rather than a test (oncebench
+// compares the engines with it): it creates the empty database name and
+// returns its postgres:// URL and a function that drops it, with any
+// connections still open to it.
+func (c *Cluster) CreateDatabase(name string) (dsn string, drop func() error, err error) {
 	ident := pgx.Identifier{name}.Sanitize()
 	// template0 with C collation and UTF-8, whatever the server's default:
 	// the schema asks for C collation itself, but tests should not depend
 	// on the locale of the server they run on.
 	if err := c.admin1(`CREATE DATABASE ` + ident + ` TEMPLATE template0 ENCODING 'UTF8' LC_COLLATE 'C' LC_CTYPE 'C'`); err != nil {
-		tb.Fatalf("pgtest: create database %s: %v", name, err)
+		return "", nil, fmt.Errorf("pgtest: create database %s: %w", name, err)
 	}
-	tb.Cleanup(func() {
+	drop = func() error {
 		if err := c.admin1(`DROP DATABASE IF EXISTS ` + ident + ` WITH (FORCE)`); err != nil {
-			tb.Errorf("pgtest: drop database %s: %v", name, err)
+			return fmt.Errorf("pgtest: drop database %s: %w", name, err)
 		}
-	})
+		return nil
+	}
 	u := *c.admin
 	u.Path = "/" + name
 	q := u.Query()
@@ -182,7 +200,7 @@ func (c *Cluster) NewDatabase(tb testing.TB) string {
 		q.Set("sslmode", "disable")
 	}
 	u.RawQuery = q.Encode()
-	return u.String()
+	return u.String(), drop, nil
 }
 
 // admin1 runs one statement in the maintenance database.
