@@ -6,12 +6,14 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"math/rand"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -21,6 +23,7 @@ import (
 	"github.com/oncetrace/oncetrace/ingest"
 	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
+	"github.com/oncetrace/oncetrace/store/postgres"
 	"github.com/oncetrace/oncetrace/store/sqlite"
 	"github.com/oncetrace/oncetrace/trace"
 	"github.com/oncetrace/oncetrace/web"
@@ -32,8 +35,17 @@ import (
 // stored state depends neither on re-sending nor on arrival order, so every
 // API answer must be byte-identical between A and B, and the findings kept
 // up to date commit by commit must equal an audit computed afresh.
+//
+// It runs on each engine: on PostgreSQL both servers share one cluster,
+// each with a database of its own.
 func TestIngestIsIdempotentAndOrderIndependent(t *testing.T) {
-	h := generateHistory(20260630)
+	for _, engine := range []string{"sqlite", "postgres"} {
+		t.Run(engine, func(t *testing.T) { testIngestIsIdempotentAndOrderIndependent(t, engine) })
+	}
+}
+
+func testIngestIsIdempotentAndOrderIndependent(t *testing.T, engine string) {
+	h := generateHistory(historySeed)
 	if len(h.events) < 1200 {
 		t.Fatalf("history: got %d events, want at least 1200", len(h.events))
 	}
@@ -47,7 +59,7 @@ func TestIngestIsIdempotentAndOrderIndependent(t *testing.T) {
 	bigLimits := ingest.DefaultLimits
 	bigLimits.Events = len(h.events)
 	bigLimits.BodyBytes = 64 << 20
-	a := startServer(t, "A", bigLimits)
+	a := startServerOn(t, engine, "A", bigLimits)
 	res := a.post(t, encodeBody(h.events, bodyJSON))
 	if res.Accepted != distinct || res.Duplicates != h.resends {
 		t.Fatalf("A: got accepted %d, duplicates %d, want %d, %d", res.Accepted, res.Duplicates, distinct, h.resends)
@@ -58,7 +70,7 @@ func TestIngestIsIdempotentAndOrderIndependent(t *testing.T) {
 	}
 
 	// B: shuffled, in random batches and encodings, from 8 clients; twice.
-	b := startServer(t, "B", ingest.DefaultLimits)
+	b := startServerOn(t, engine, "B", ingest.DefaultLimits)
 	rng := rand.New(rand.NewSource(7))
 	first := b.postConcurrently(t, h.events, rng, 8)
 	if first.Accepted != distinct || first.Accepted+first.Duplicates != len(h.events) {
@@ -301,8 +313,21 @@ type testServer struct {
 
 func startServer(t *testing.T, name string, lim ingest.Limits) *testServer {
 	t.Helper()
+	return startServerOn(t, "sqlite", name, lim)
+}
+
+// startServerOn starts a server on a fresh database of engine: "sqlite" (a
+// file in t's TempDir) or "postgres" (a database on the package's cluster).
+func startServerOn(t *testing.T, engine, name string, lim ingest.Limits) *testServer {
+	t.Helper()
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, t.TempDir()+"/oncetrace.db", sqlite.SyncNormal)
+	var db *store.DB
+	var err error
+	if engine == "postgres" {
+		db, err = postgres.Open(ctx, postgresDatabase(t))
+	} else {
+		db, err = sqlite.Open(ctx, t.TempDir()+"/oncetrace.db", sqlite.SyncNormal)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -583,6 +608,35 @@ func compareSnapshots(t *testing.T, gotName string, got *snapshot, wantName stri
 // ---- the generated history ----
 
 var histStart = time.Date(2026, 6, 30, 8, 0, 0, 0, time.UTC)
+
+// historySeed is the seed of the history the tests post, and of
+// testdata/history.ndjson.
+const historySeed = 20260630
+
+var updateHistory = flag.Bool("update-history", false, "rewrite testdata/history.ndjson from generateHistory")
+
+// TestHistoryFixtureIsCurrent keeps testdata/history.ndjson (the history,
+// one event a line, in the order generated) what generateHistory makes:
+// cmd/oncetrace's tests post that file to real serve processes and cannot
+// call the generator. -update-history rewrites it.
+func TestHistoryFixtureIsCurrent(t *testing.T) {
+	h := generateHistory(historySeed)
+	want := encodeBody(h.events, bodyNDJSON).data
+	const path = "testdata/history.ndjson"
+	if *updateHistory {
+		if err := os.WriteFile(path, want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s: got %d bytes, want generateHistory(%d)'s %d (run go test ./web -run TestHistoryFixtureIsCurrent -update-history)",
+			path, len(got), historySeed, len(want))
+	}
+}
 
 // history is a generated trace workload: every event as JSON, in the order
 // an agent fleet would have sent it.

@@ -81,7 +81,8 @@ func freeLoopbackPort(t *testing.T) int {
 	return port
 }
 
-// startDurabilityServer runs serve on dbPath and waits for /healthz.
+// startDurabilityServer runs serve on dbPath (a SQLite file or a postgres://
+// URL) and waits for /healthz. syncMode is SQLite's --sync; "" leaves it out.
 func startDurabilityServer(t *testing.T, bin, dbPath, syncMode, logName string) *durabilityServer {
 	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", freeLoopbackPort(t))
@@ -90,7 +91,11 @@ func startDurabilityServer(t *testing.T, bin, dbPath, syncMode, logName string) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "serve", "--addr", addr, "--db", dbPath, "--sync", syncMode)
+	args := []string{"serve", "--addr", addr, "--db", dbPath}
+	if syncMode != "" {
+		args = append(args, "--sync", syncMode)
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Env = durabilityEnv()
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
@@ -265,21 +270,25 @@ func durabilityClient(ctx context.Context, client int, serverURL string, killed 
 
 // TestDurabilityAcrossSIGKILL kills the server mid-ingest and checks that
 // every event it acknowledged is still there after a restart, both in the
-// raw log and in the materialised executions.
+// raw log and in the materialised executions: on SQLite with each --sync,
+// and on PostgreSQL, where durability is the server's (the process killed
+// is serve, not postgres).
 func TestDurabilityAcrossSIGKILL(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the server as a process")
 	}
 	bin := durabilityOncetraceBinary(t)
 	for _, syncMode := range []string{"normal", "full"} {
-		t.Run("sync="+syncMode, func(t *testing.T) {
-			testDurabilityAcrossSIGKILL(t, bin, syncMode)
+		t.Run("sqlite/sync="+syncMode, func(t *testing.T) {
+			testDurabilityAcrossSIGKILL(t, bin, filepath.Join(t.TempDir(), "oncetrace.db"), syncMode)
 		})
 	}
+	t.Run("postgres", func(t *testing.T) {
+		testDurabilityAcrossSIGKILL(t, bin, postgresDatabase(t), "")
+	})
 }
 
-func testDurabilityAcrossSIGKILL(t *testing.T, bin, syncMode string) {
-	dbPath := filepath.Join(t.TempDir(), "oncetrace.db")
+func testDurabilityAcrossSIGKILL(t *testing.T, bin, dbPath, syncMode string) {
 	first := startDurabilityServer(t, bin, dbPath, syncMode, "serve-1.log")
 
 	load := &durabilityLoad{sent: map[string]bool{}, acked: map[string]bool{}}
@@ -320,8 +329,8 @@ func testDurabilityAcrossSIGKILL(t *testing.T, bin, syncMode string) {
 	if load.inFlightLost == 0 {
 		t.Errorf("requests in flight when killed that failed: got 0, want ≥ 1 (the kill did not land mid-ingest)")
 	}
-	t.Logf("sync=%s: %d requests, %d acknowledged (%d events), %d in flight failed at the kill, %d events sent",
-		syncMode, load.requests, load.ackedRequests, len(load.acked), load.inFlightLost, len(load.sent))
+	t.Logf("%d requests, %d acknowledged (%d events), %d in flight failed at the kill, %d events sent",
+		load.requests, load.ackedRequests, len(load.acked), load.inFlightLost, len(load.sent))
 
 	second := startDurabilityServer(t, bin, dbPath, syncMode, "serve-2.log")
 	checkMaterialised(t, second.url, load)
@@ -347,8 +356,8 @@ func testDurabilityAcrossSIGKILL(t *testing.T, bin, syncMode string) {
 			t.Errorf("exported event %s: got present, want only ids the clients sent", id)
 		}
 	}
-	t.Logf("sync=%s: export holds %d events: %d acknowledged, %d from requests whose answer the kill lost",
-		syncMode, len(stored), len(load.acked), len(stored)-len(load.acked))
+	t.Logf("export holds %d events: %d acknowledged, %d from requests whose answer the kill lost",
+		len(stored), len(load.acked), len(stored)-len(load.acked))
 }
 
 // checkMaterialised asks the restarted server for each execution an
