@@ -152,12 +152,17 @@ func ReplaceSteps(steps []trace.Step, changed map[string][]trace.Attempt) []trac
 			out = append(out, s)
 		}
 	}
-	for _, as := range changed {
-		out = append(out, groupSteps(as)...)
-	}
-	slices.SortStableFunc(out, func(a, b trace.Step) int {
+	// (first start, id) orders steps totally: each new one goes where a
+	// sort would put it.
+	order := func(a, b trace.Step) int {
 		return cmp.Or(firstStart(a).Compare(firstStart(b)), cmp.Compare(a.ID, b.ID))
-	})
+	}
+	for _, as := range changed {
+		for _, s := range groupSteps(as) {
+			at, _ := slices.BinarySearchFunc(out, s, order)
+			out = slices.Insert(out, at, s)
+		}
+	}
 	return out
 }
 

@@ -53,3 +53,26 @@ type World struct {
 	Effects    []Effect
 	Spans      []Span // model calls, HTTP client calls and context spans
 }
+
+// RunAnalysis is everything one run's audit derives, as AuditRun, Judge,
+// EffectStates and Run.Counts give it.
+type RunAnalysis struct {
+	Findings []Finding
+	Verdict  Verdict
+	States   map[EffectRef]MatchState
+	Counts   Counts
+}
+
+// AnalyseRun derives what AuditRun, Judge, EffectStates and Counts do,
+// matching the run's effects to its steps once for all of them.
+func AnalyseRun(r Run, cfg Config) RunAnalysis {
+	ix := newEffectIndex(r)
+	stepEffects, unattributed := ix.stepEffects(), ix.unattributed()
+	findings := auditRun(r, cfg, stepEffects, unattributed)
+	return RunAnalysis{
+		Findings: findings,
+		Verdict:  judge(r, findings, stepEffects, unattributed),
+		States:   effectStates(stepEffects, unattributed),
+		Counts:   r.Counts(),
+	}
+}

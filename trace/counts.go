@@ -13,12 +13,26 @@ type Counts struct {
 // Counts tallies the run's steps, attempts, retries, dedupes, replays and
 // effects.
 func (r Run) Counts() Counts {
-	c := Counts{Steps: len(r.Steps)}
+	return r.countsWith(distinctEffects(r.Effects))
+}
+
+// distinctEffects counts effects by (provider, id).
+func distinctEffects(es []Effect) int {
+	seen := make(map[EffectRef]bool, len(es))
+	for _, e := range es {
+		seen[e.Ref()] = true
+	}
+	return len(seen)
+}
+
+// countsWith is Counts given the number of distinct effects.
+func (r Run) countsWith(effects int) Counts {
+	c := Counts{Steps: len(r.Steps), Effects: effects}
 	for _, s := range r.Steps {
 		c.Attempts += len(s.Attempts)
 		executed := 0
 		for _, a := range s.Attempts {
-			if r.Outcome(a) != OutcomeReplayed {
+			if !replayed(a) {
 				executed++
 			}
 		}
@@ -29,15 +43,10 @@ func (r Run) Counts() Counts {
 			if a.Deduplicated {
 				c.Dedupes++
 			}
-			if r.Outcome(a) == OutcomeReplayed {
+			if replayed(a) {
 				c.Replays++
 			}
 		}
 	}
-	effects := map[EffectRef]bool{}
-	for _, e := range r.Effects {
-		effects[e.Ref()] = true
-	}
-	c.Effects = len(effects)
 	return c
 }

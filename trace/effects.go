@@ -38,10 +38,29 @@ func sameProvider(a, b string) bool {
 // Such an effect is that execution's alone; r may have sent the same key,
 // but it sees the effect only on its key page, never as its steps' effect.
 func ownedByPeer(r Run, e Effect) bool {
-	if e.ExecutionID == "" || e.ExecutionID == r.Execution.ID || e.IdempotencyKey == "" {
+	return peersByKey(r.Peers).owns(r.Execution.ID, e)
+}
+
+// peerIndex holds a run's peers by the key they sent, so that judging each
+// effect looks at the peers of its key, not at all of them.
+type peerIndex map[string][]Attempt
+
+func peersByKey(peers []Attempt) peerIndex {
+	ix := peerIndex{}
+	for _, p := range peers {
+		if p.IdempotencyKey != "" {
+			ix[p.IdempotencyKey] = append(ix[p.IdempotencyKey], p)
+		}
+	}
+	return ix
+}
+
+// owns is ownedByPeer for the run of execution id.
+func (ix peerIndex) owns(id string, e Effect) bool {
+	if e.ExecutionID == "" || e.ExecutionID == id || e.IdempotencyKey == "" {
 		return false
 	}
-	for _, p := range r.Peers {
+	for _, p := range ix[e.IdempotencyKey] {
 		if p.ExecutionID == e.ExecutionID && sentKey(p, e.IdempotencyKey, e.Provider) {
 			return true
 		}
@@ -49,16 +68,17 @@ func ownedByPeer(r Run, e Effect) bool {
 	return false
 }
 
-// keySenders are the ids among ids of the steps whose attempts sent e's key
-// to e's provider, in step order.
-func keySenders(steps []Step, ids []string, e Effect) []string {
+// keySender is one attempt's key, as keySenders needs it.
+type keySender struct{ stepID, provider string }
+
+// keySenders are the ids of the steps whose attempts sent e's key to e's
+// provider, in step order; senders are the attempts carrying the key, in
+// step order.
+func keySenders(senders []keySender, e Effect) []string {
 	var out []string
-	for _, s := range steps {
-		if !slices.Contains(ids, s.ID) || slices.Contains(out, s.ID) {
-			continue
-		}
-		if slices.ContainsFunc(s.Attempts, func(a Attempt) bool { return sentKey(a, e.IdempotencyKey, e.Provider) }) {
-			out = append(out, s.ID)
+	for _, a := range senders {
+		if sameProvider(a.provider, e.Provider) && !slices.Contains(out, a.stepID) {
+			out = append(out, a.stepID)
 		}
 	}
 	return out
@@ -76,21 +96,26 @@ func keySenders(steps []Step, ids []string, e Effect) []string {
 // key wins over the names because it is what the receiving API saw; the
 // names are only the caller's claim.
 func (r Run) StepEffects() map[string][]Effect {
-	ix := newEffectIndex(r)
+	return newEffectIndex(r).stepEffects()
+}
+
+func (ix effectIndex) stepEffects() map[string][]Effect {
+	r := ix.run
 	out := map[string][]Effect{}
-	seen := map[string]map[EffectRef]bool{}
+	type stepEffect struct {
+		step string
+		ref  EffectRef
+	}
+	seen := make(map[stepEffect]bool, len(r.Effects))
 	for _, e := range r.Effects {
 		stepID, ok := ix.step(e)
 		if !ok {
 			continue
 		}
-		if seen[stepID] == nil {
-			seen[stepID] = map[EffectRef]bool{}
-		}
-		if seen[stepID][e.Ref()] {
+		if seen[stepEffect{stepID, e.Ref()}] {
 			continue
 		}
-		seen[stepID][e.Ref()] = true
+		seen[stepEffect{stepID, e.Ref()}] = true
 		out[stepID] = append(out[stepID], e)
 	}
 	for _, es := range out {
@@ -105,7 +130,11 @@ func (r Run) StepEffects() map[string][]Effect {
 // exports a failed tool call's span). They are in the run's outbox, never
 // silently dropped.
 func (r Run) UnattributedEffects() []Effect {
-	ix := newEffectIndex(r)
+	return newEffectIndex(r).unattributed()
+}
+
+func (ix effectIndex) unattributed() []Effect {
+	r := ix.run
 	var out []Effect
 	seen := map[EffectRef]bool{}
 	for _, e := range r.Effects {
@@ -123,20 +152,22 @@ func (r Run) UnattributedEffects() []Effect {
 
 // effectIndex finds the step an effect of one run belongs to.
 type effectIndex struct {
-	run      Run
-	spans    spanTree
-	keySteps map[string][]string // key -> ids of the steps that sent it, in step order
-	steps    map[string]bool
+	run   Run
+	spans spanTree
+	// keySenders holds, by key, the attempts that sent it, in step order.
+	keySenders map[string][]keySender
+	steps      map[string]bool
+	peers      peerIndex
 }
 
 func newEffectIndex(r Run) effectIndex {
-	ix := effectIndex{run: r, spans: newSpanTree(r), keySteps: map[string][]string{}, steps: map[string]bool{}}
+	ix := effectIndex{run: r, spans: newSpanTree(r), keySenders: map[string][]keySender{}, steps: map[string]bool{},
+		peers: peersByKey(r.Peers)}
 	for _, s := range r.Steps {
 		ix.steps[s.ID] = true
 		for _, a := range s.Attempts {
-			k := a.IdempotencyKey
-			if k != "" && !slices.Contains(ix.keySteps[k], s.ID) {
-				ix.keySteps[k] = append(ix.keySteps[k], s.ID)
+			if k := a.IdempotencyKey; k != "" {
+				ix.keySenders[k] = append(ix.keySenders[k], keySender{stepID: s.ID, provider: a.Provider})
 			}
 		}
 	}
@@ -159,11 +190,11 @@ func (ix effectIndex) step(e Effect) (string, bool) {
 // (ownedByPeer), so it is no step's here.
 func (ix effectIndex) keyedOrNamedStep(e Effect) (string, bool) {
 	namesRun := e.ExecutionID != "" && e.ExecutionID == ix.run.Execution.ID
-	if ids := ix.keySteps[e.IdempotencyKey]; e.IdempotencyKey != "" && len(ids) > 0 {
-		if ownedByPeer(ix.run, e) {
+	if senders := ix.keySenders[e.IdempotencyKey]; e.IdempotencyKey != "" && len(senders) > 0 {
+		if ix.peers.owns(ix.run.Execution.ID, e) {
 			return "", false
 		}
-		if ids = keySenders(ix.run.Steps, ids, e); len(ids) > 0 {
+		if ids := keySenders(senders, e); len(ids) > 0 {
 			// When steps collide on a key, the step the effect names is the better guess.
 			if namesRun && slices.Contains(ids, e.StepID) {
 				return e.StepID, true
@@ -182,8 +213,13 @@ func (ix effectIndex) keyedOrNamedStep(e Effect) (string, bool) {
 // (duplicate). Effects that belong to no step are absent: only the whole
 // world can tell whether they are orphans.
 func EffectStates(r Run) map[EffectRef]MatchState {
+	ix := newEffectIndex(r)
+	return effectStates(ix.stepEffects(), ix.unattributed())
+}
+
+func effectStates(stepEffects map[string][]Effect, unattributed []Effect) map[EffectRef]MatchState {
 	states := map[EffectRef]MatchState{}
-	for _, es := range r.StepEffects() {
+	for _, es := range stepEffects {
 		state := MatchMatched
 		if len(es) > 1 {
 			state = MatchDuplicate
@@ -194,7 +230,7 @@ func EffectStates(r Run) map[EffectRef]MatchState {
 	}
 	// An effect of the run's trace whose tool call never arrived matches
 	// no attempt: the outbox says so, as the audit's orphan_effect does.
-	for _, e := range r.UnattributedEffects() {
+	for _, e := range unattributed {
 		states[e.Ref()] = MatchOrphan
 	}
 	return states

@@ -1,7 +1,7 @@
 package trace
 
 import (
-	"sort"
+	"slices"
 	"time"
 )
 
@@ -37,7 +37,7 @@ func Gaps(r Run, cfg Config) []Gap {
 	if len(spans) == 0 {
 		return nil
 	}
-	sort.SliceStable(spans, func(i, j int) bool { return spans[i].start.Before(spans[j].start) })
+	slices.SortStableFunc(spans, func(a, b span) int { return a.start.Compare(b.start) })
 
 	var gaps []Gap
 	covered := spans[0].end

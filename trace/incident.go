@@ -143,7 +143,7 @@ func heldIncidents(r Run, tree spanTree, effects map[string][]Effect, gaps []Gap
 			continue
 		}
 		repeat := slices.ContainsFunc(s.Attempts[1:], func(a Attempt) bool {
-			return a.Deduplicated || r.Outcome(a) == OutcomeReplayed
+			return a.Deduplicated || replayed(a)
 		})
 		if !repeat {
 			continue
@@ -214,7 +214,7 @@ func (r Run) effectCause(tree spanTree, s Step, e Effect) (int, bool) {
 	var candidates []Attempt
 	for _, a := range s.Attempts {
 		a.ExecutionID, a.StepID = cmp.Or(a.ExecutionID, r.Execution.ID), cmp.Or(a.StepID, s.ID)
-		if a.Deduplicated || r.Outcome(a) == OutcomeReplayed || !EffectMatchesAttempt(e, a) {
+		if a.Deduplicated || replayed(a) || !EffectMatchesAttempt(e, a) {
 			continue
 		}
 		candidates = append(candidates, a)

@@ -22,3 +22,9 @@ func (r Run) Outcome(a Attempt) Outcome {
 	}
 	return OutcomeRunning
 }
+
+// replayed reports whether the attempt was answered from the journal. It is
+// r.Outcome(a) == OutcomeReplayed without the walk over the run's attempts
+// (a derived outcome is lost or running, never replayed), which loops
+// over attempts must not pay for each.
+func replayed(a Attempt) bool { return a.Outcome == OutcomeReplayed }

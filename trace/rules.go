@@ -15,9 +15,50 @@ import (
 // orphan_effect, which only the whole world can judge (see Audit).
 // Findings come sorted as SortFindings sorts them.
 func AuditRun(r Run, cfg Config) []Finding {
-	au := auditor{run: r, cfg: cfg.withDefaults(), effects: r.StepEffects()}
+	ix := newEffectIndex(r)
+	return auditRun(r, cfg, ix.stepEffects(), ix.unattributed())
+}
+
+func auditRun(r Run, cfg Config, stepEffects map[string][]Effect, unattributed []Effect) []Finding {
+	au := newAuditor(r, cfg, stepEffects)
 	au.gaps = Gaps(r, au.cfg)
-	stepRules := []func(Step) (Finding, bool){
+	var fs []Finding
+	for _, s := range r.Steps {
+		fs = append(fs, au.stepFindings(s)...)
+	}
+	fs = append(fs, au.keyCollisions(nil)...)
+	for _, e := range unattributed {
+		fs = append(fs, unattributedFinding(r.Execution.ID, e))
+	}
+	fs = append(fs, au.keysSharedAcrossExecutions(nil)...)
+	SortFindings(fs)
+	return fs
+}
+
+func newAuditor(r Run, cfg Config, stepEffects map[string][]Effect) auditor {
+	return auditor{run: r, cfg: cfg.withDefaults(), effects: stepEffects, peers: peersByKey(r.Peers), byKey: effectsByKey(r.Effects)}
+}
+
+// effectsByKey indexes effects by their key, in their order, when first
+// asked: only a deduplicated attempt needs it.
+func effectsByKey(effects []Effect) func(string) []Effect {
+	var byKey map[string][]Effect
+	return func(k string) []Effect {
+		if byKey == nil {
+			byKey = map[string][]Effect{}
+			for _, e := range effects {
+				if e.IdempotencyKey != "" {
+					byKey[e.IdempotencyKey] = append(byKey[e.IdempotencyKey], e)
+				}
+			}
+		}
+		return byKey[k]
+	}
+}
+
+// stepFindings applies the rules that judge one step.
+func (au auditor) stepFindings(s Step) []Finding {
+	stepRules := [...]func(Step) (Finding, bool){
 		au.duplicateEffect,
 		au.reexecutedAfterCrash,
 		au.missingEffect,
@@ -28,20 +69,25 @@ func AuditRun(r Run, cfg Config) []Finding {
 		au.suppressedAsRepeat,
 	}
 	var fs []Finding
-	for _, s := range r.Steps {
-		for _, rule := range stepRules {
-			if f, ok := rule(s); ok {
-				fs = append(fs, f)
-			}
+	for _, rule := range stepRules {
+		if f, ok := rule(s); ok {
+			fs = append(fs, f)
 		}
 	}
-	fs = append(fs, au.keyCollisions()...)
-	for _, e := range r.UnattributedEffects() {
-		fs = append(fs, unattributedFinding(r.Execution.ID, e))
-	}
-	fs = append(fs, au.keysSharedAcrossExecutions()...)
-	SortFindings(fs)
 	return fs
+}
+
+// keyFindings applies the rules that judge one key to the keys in only,
+// or to every key when only is nil, by key.
+func (au auditor) keyFindings(only map[string]bool) map[string][]Finding {
+	out := map[string][]Finding{}
+	for _, f := range au.keyCollisions(only) {
+		out[f.IdempotencyKey] = append(out[f.IdempotencyKey], f)
+	}
+	for _, f := range au.keysSharedAcrossExecutions(only) {
+		out[f.IdempotencyKey] = append(out[f.IdempotencyKey], f)
+	}
+	return out
 }
 
 // OrphanFinding is the orphan_effect warning for an effect that matched no
@@ -137,6 +183,8 @@ type auditor struct {
 	cfg     Config
 	effects map[string][]Effect // StepEffects of the run
 	gaps    []Gap
+	peers   peerIndex
+	byKey   func(string) []Effect // the run's effects with a key, in the run's order
 }
 
 func (au auditor) finding(rule Rule, s Step) Finding {
@@ -144,11 +192,15 @@ func (au auditor) finding(rule Rule, s Step) Finding {
 }
 
 // executed returns the attempts that invoked the tool: a replay answered
-// from the journal did not, so it is never a retry.
+// from the journal did not, so it is never a retry. Callers only read it:
+// without a replay it is the step's own slice, not a copy.
 func (au auditor) executed(s Step) []Attempt {
+	if !slices.ContainsFunc(s.Attempts, replayed) {
+		return s.Attempts
+	}
 	var out []Attempt
 	for _, a := range s.Attempts {
-		if au.run.Outcome(a) != OutcomeReplayed {
+		if !replayed(a) {
 			out = append(out, a)
 		}
 	}
@@ -167,7 +219,8 @@ func (au auditor) duplicateEffect(s Step) (Finding, bool) {
 	f.Message = fmt.Sprintf("%s caused %d effects for one logical step: %s", stepLabel(s), len(es), effectList(es))
 	green := len(s.Attempts) > 0
 	for _, a := range s.Attempts {
-		if o := au.run.Outcome(a); o != OutcomeOK && o != OutcomeReplayed {
+		// An attempt without an outcome derives lost or running: neither.
+		if a.Outcome != OutcomeOK && !replayed(a) {
 			green = false
 		}
 	}
@@ -191,7 +244,7 @@ func (au auditor) reexecutedAfterCrash(s Step) (Finding, bool) {
 			case a.StartedAt.IsZero():
 			case !a.StartedAt.After(g.Start):
 				before = append(before, a.Number)
-			case !a.StartedAt.Before(g.End) && au.run.Outcome(a) != OutcomeReplayed:
+			case !a.StartedAt.Before(g.End) && !replayed(a):
 				after = append(after, a.Number)
 			}
 		}
@@ -227,7 +280,7 @@ func (au auditor) missingEffect(s Step) (Finding, bool) {
 	}
 	// A deduplicated answer is a stored response: its effect may predate
 	// the trace, so its absence proves nothing.
-	if au.run.Outcome(final) != OutcomeOK || final.Deduplicated {
+	if final.Outcome != OutcomeOK || final.Deduplicated { // a derived outcome is never ok
 		return Finding{}, false
 	}
 	f := au.finding(RuleMissingEffect, s)
@@ -342,7 +395,7 @@ func (au auditor) unsafeRetried(s Step) (Finding, bool) {
 // keyCollisions reports each key of the run that was sent, here or by a
 // peer execution, by different steps or with different arguments: a key
 // derived from the intent cannot do either.
-func (au auditor) keyCollisions() []Finding {
+func (au auditor) keyCollisions(only map[string]bool) []Finding {
 	type carrier struct {
 		label  string // the step, as a message names it
 		stepID string
@@ -353,15 +406,19 @@ func (au auditor) keyCollisions() []Finding {
 	var keys []string
 	byKey := map[string][]carrier{}
 	for _, s := range au.run.Steps {
+		label := ""
 		for _, a := range s.Attempts {
 			k := a.IdempotencyKey
-			if k == "" {
+			if k == "" || only != nil && !only[k] {
 				continue
 			}
 			if _, ok := byKey[k]; !ok {
 				keys = append(keys, k)
 			}
-			byKey[k] = append(byKey[k], carrier{stepLabel(s), s.ID, true, a.Number, a.Args})
+			if label == "" {
+				label = stepLabel(s)
+			}
+			byKey[k] = append(byKey[k], carrier{label, s.ID, true, a.Number, a.Args})
 		}
 	}
 	for _, p := range au.sortedPeers() {
@@ -443,37 +500,42 @@ func (au auditor) sortedPeers() []Attempt {
 // from the arguments alone, not from the run, lets the provider take the
 // next run's request for a repeat of this one. Each execution involved
 // reports it from its side, from its own attempts and its peers.
-func (au auditor) keysSharedAcrossExecutions() []Finding {
+func (au auditor) keysSharedAcrossExecutions(only map[string]bool) []Finding {
 	var keys []string
-	own := map[string][]Attempt{} // key -> this run's attempts that sent it, in step order
-	first := map[string]Step{}    // key -> the first step of the run that sent it
-	for _, s := range au.run.Steps {
+	own := map[string][]string{} // key -> the providers of this run's attempts that sent it, in step order
+	first := map[string]int{}    // key -> the index of the first step of the run that sent it
+	for i, s := range au.run.Steps {
 		for _, a := range s.Attempts {
 			k := a.IdempotencyKey
-			if k == "" {
+			if k == "" || only != nil && !only[k] {
 				continue
 			}
 			if _, ok := own[k]; !ok {
 				keys = append(keys, k)
-				first[k] = s
+				first[k] = i
 			}
-			own[k] = append(own[k], a)
+			own[k] = append(own[k], a.Provider)
 		}
 	}
-	peers := au.sortedPeers()
+	peersOf := map[string][]Attempt{} // key -> the peers that sent it, sorted
+	for _, p := range au.sortedPeers() {
+		if _, ok := own[p.IdempotencyKey]; ok {
+			peersOf[p.IdempotencyKey] = append(peersOf[p.IdempotencyKey], p)
+		}
+	}
 	var fs []Finding
 	for _, k := range keys {
 		var others []string // executions that sent k to a provider this run sent it to
 		var provider string
-		for _, a := range own[k] {
-			provider = cmp.Or(provider, a.Provider)
+		for _, p := range own[k] {
+			provider = cmp.Or(provider, p)
 		}
-		for _, p := range peers {
-			if p.IdempotencyKey != k || p.ExecutionID == "" || p.ExecutionID == au.run.Execution.ID ||
+		for _, p := range peersOf[k] {
+			if p.ExecutionID == "" || p.ExecutionID == au.run.Execution.ID ||
 				slices.Contains(others, p.ExecutionID) {
 				continue
 			}
-			if slices.ContainsFunc(own[k], func(a Attempt) bool { return sameProvider(a.Provider, p.Provider) }) {
+			if slices.ContainsFunc(own[k], func(provider string) bool { return sameProvider(provider, p.Provider) }) {
 				others = append(others, p.ExecutionID)
 				provider = cmp.Or(provider, p.Provider)
 			}
@@ -481,7 +543,7 @@ func (au auditor) keysSharedAcrossExecutions() []Finding {
 		if len(others) == 0 {
 			continue
 		}
-		s := first[k]
+		s := au.run.Steps[first[k]]
 		var attempts []int
 		for _, a := range s.Attempts {
 			if a.IdempotencyKey == k {
@@ -520,10 +582,10 @@ func (au auditor) suppressedAsRepeat(s Step) (Finding, bool) {
 		}
 		var carried []Effect
 		foreign := true
-		for _, e := range au.run.Effects {
+		for _, e := range au.byKey(a.IdempotencyKey) {
 			if sentKey(a, e.IdempotencyKey, e.Provider) {
 				carried = append(carried, e)
-				foreign = foreign && ownedByPeer(au.run, e)
+				foreign = foreign && au.peers.owns(au.run.Execution.ID, e)
 			}
 		}
 		if len(carried) == 0 || !foreign {

@@ -35,14 +35,18 @@ type Verdict struct {
 
 // Judge decides the run's audit state from its findings (AuditRun's).
 func Judge(r Run, findings []Finding) Verdict {
+	ix := newEffectIndex(r)
+	return judge(r, findings, ix.stepEffects(), ix.unattributed())
+}
+
+func judge(r Run, findings []Finding, effects map[string][]Effect, unattributed []Effect) Verdict {
 	var v Verdict
-	effects := r.StepEffects()
 	for _, s := range r.Steps {
 		if s.Class().SideEffecting() && len(effects[s.ID]) == 0 {
 			v.Unverified = append(v.Unverified, s.ID)
 		}
 	}
-	for _, e := range r.UnattributedEffects() {
+	for _, e := range unattributed {
 		v.Unattributed = append(v.Unattributed, e.Ref())
 	}
 	switch {

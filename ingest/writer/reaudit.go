@@ -49,6 +49,6 @@ func rederive(tx *store.Tx, executionIDs []string, cfg trace.Config, withSteps b
 			}
 		}
 	}
-	_, _, err = saveAnalyses(tx, runs, fed, cfg, steps)
+	_, _, err = saveAnalyses(tx, runs, fed, cfg, steps, nil)
 	return err
 }

@@ -104,7 +104,10 @@ type Writer struct {
 	queue chan *request
 	// fed caches the providers whose outbox holds an effect; the writer
 	// goroutine alone uses it. It only grows.
-	fed    map[string]bool
+	fed map[string]bool
+	// cache holds the runs analysed last (runcache.go); the writer
+	// goroutine alone uses it.
+	cache  *runCache
 	mu     sync.RWMutex // guards closed against sends on a closed queue
 	closed bool
 	done   chan struct{}
@@ -128,7 +131,7 @@ func New(db *store.DB, cfg Config) *Writer {
 	if err != nil {
 		fed = map[string]bool{} // each provider is then looked up when it is first seen
 	}
-	w := &Writer{db: db, cfg: cfg, queue: make(chan *request, cfg.QueueLength), done: make(chan struct{}), fed: fed}
+	w := &Writer{db: db, cfg: cfg, queue: make(chan *request, cfg.QueueLength), done: make(chan struct{}), fed: fed, cache: newRunCache()}
 	go w.run()
 	return w
 }
@@ -211,10 +214,15 @@ func (w *Writer) commit(group []*request) {
 	results := make([]requestDone, len(group))
 	var committed []Committed
 	var analysed analysis
+	var lastSeq int64
 	received := w.cfg.Now()
 	start := time.Now()
 	err := w.db.Update(context.Background(), func(tx *store.Tx) error {
 		committed, analysed = committed[:0], analysis{}
+		var err error
+		if lastSeq, err = w.cache.check(tx, w.db); err != nil {
+			return err
+		}
 		touched := map[string][]trace.Event{} // entity -> its new events
 		for i, req := range group {
 			results[i] = requestDone{}
@@ -239,10 +247,20 @@ func (w *Writer) commit(group []*request) {
 		if len(touched) == 0 {
 			return nil
 		}
-		var err error
-		analysed, err = materialise(tx, touched, w.fed, w.cfg.Analysis)
+		analysed, err = materialise(tx, touched, w.fed, w.cfg.Analysis, w.cache)
+		// Other instances sharing the database learn of the commit from
+		// its notice (store.Notice), with what only this writer knows.
+		tx.Announce(analysed.executions, analysed.newCritical)
 		return err
 	})
+	if err != nil {
+		w.cache.clear() // what it patched was rolled back
+	} else {
+		for _, c := range committed {
+			lastSeq = max(lastSeq, c.Seq)
+		}
+		w.cache.committed(lastSeq, analysed.runs, analysed.entities)
+	}
 	if w.cfg.OnBatch != nil {
 		w.cfg.OnBatch(batchStats(group, results, time.Since(start), err))
 	}
@@ -296,14 +314,47 @@ func insertRequest(tx *store.Tx, events []trace.Event, received time.Time) (map[
 type analysis struct {
 	executions  []string
 	newCritical []trace.Finding
-	newlyFed    []string // providers whose outbox got its first effect
-	fed         []string // every provider this commit stored an effect of
+	newlyFed    []string              // providers whose outbox got its first effect
+	fed         []string              // every provider this commit stored an effect of
+	runs        map[string]*cachedRun // for the writer's cache, once committed
+	entities    []entityFold          // likewise
+}
+
+// entityEvents returns every event of an entity: those of this commit,
+// parsed already, and the older ones, read back from the log, or, for an
+// execution the cache knows, from the cache (an execution's own events
+// grow with its traces, and would be parsed again at every commit).
+func entityEvents(tx *store.Tx, entity string, fresh []trace.Event, cache *runCache) ([]trace.Event, error) {
+	if older, ok := cache.entityEvents(entity); ok {
+		events := make([]trace.Event, 0, len(older)+len(fresh))
+		return append(append(events, older...), fresh...), nil
+	}
+	stored, err := tx.EntityEvents(entity)
+	if err != nil {
+		return nil, err
+	}
+	byID := make(map[string]trace.Event, len(fresh))
+	for _, ev := range fresh {
+		byID[ev.ID] = ev
+	}
+	events := make([]trace.Event, 0, len(stored))
+	for _, b := range stored {
+		ev, ok := byID[b.ID]
+		if !ok {
+			if ev, err = ingest.ParseStored(b.Body); err != nil {
+				return nil, fmt.Errorf("ingest: stored event of %q no longer parses: %w", entity, err)
+			}
+		}
+		events = append(events, ev)
+	}
+	return events, nil
 }
 
 // materialise refolds and re-audits; fed is the writer's set of providers
 // known to have effects (it only grows, so it is kept across commits).
-func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[string]bool, cfg trace.Config) (analysis, error) {
+func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[string]bool, cfg trace.Config, cache *runCache) (analysis, error) {
 	var out analysis
+	ch := newChanges()
 	executions := map[string]bool{}
 	keys := map[string]bool{}
 	var effectRefs []trace.EffectRef
@@ -329,31 +380,16 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 	}
 	sort.Strings(entities) // a fixed order keeps lock and write patterns stable
 	for _, entity := range entities {
-		stored, err := tx.EntityEvents(entity)
+		events, err := entityEvents(tx, entity, touched[entity], cache)
 		if err != nil {
 			return out, err
-		}
-		// Events of this commit are parsed already; only older ones are
-		// read back from the log.
-		fresh := make(map[string]trace.Event, len(touched[entity]))
-		for _, ev := range touched[entity] {
-			fresh[ev.ID] = ev
-		}
-		events := make([]trace.Event, 0, len(stored))
-		for _, b := range stored {
-			ev, ok := fresh[b.ID]
-			if !ok {
-				if ev, err = ingest.ParseStored(b.Body); err != nil {
-					return out, fmt.Errorf("ingest: stored event of %q no longer parses: %w", entity, err)
-				}
-			}
-			events = append(events, ev)
 		}
 		// A refold may change an attempt's key or what an effect names, and
 		// whatever the entity named before must be re-audited as well;
 		// every value it ever had came from one of its events. Every
 		// execution an event names exists, whichever value the fold keeps.
 		for _, ev := range events {
+			ch.noteEvent(ev)
 			switch ev.Type {
 			case trace.EventAttempt:
 				if k := ev.Attempt.IdempotencyKey; k != "" {
@@ -373,6 +409,9 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 		}
 		switch touched[entity][0].Type {
 		case trace.EventExecution:
+			if cache != nil {
+				out.entities = append(out.entities, entityFold{entity, events})
+			}
 			x := trace.FoldExecution(events)
 			if err := tx.PutExecution(x); err != nil {
 				return out, err
@@ -397,6 +436,7 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 			if err := tx.PutAttempt(a); err != nil {
 				return out, err
 			}
+			ch.steps[store.StepRef{ExecutionID: a.ExecutionID, StepID: a.StepID}] = true
 			if a.Number == 0 {
 				renumber = append(renumber, store.StepRef{ExecutionID: a.ExecutionID, StepID: a.StepID})
 			}
@@ -420,6 +460,7 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 			if err := tx.PutSpan(sp); err != nil {
 				return out, err
 			}
+			ch.spans[[2]string{sp.TraceID, sp.SpanID}] = true
 			if sp.TraceID != sp.ExecutionID {
 				renamedTraces[sp.TraceID] = true
 			}
@@ -463,6 +504,7 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 			if err := tx.PutEffect(f); err != nil {
 				return out, err
 			}
+			ch.effects[f.Ref()] = true
 			effectRefs = append(effectRefs, trace.EffectRef{Provider: f.Provider, ID: f.ID})
 			if f.IdempotencyKey != "" {
 				keys[f.IdempotencyKey] = true
@@ -481,6 +523,7 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 		}
 		if dropped {
 			delete(executions, t)
+			ch.executions[t] = true
 		}
 	}
 
@@ -524,9 +567,14 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 	for p := range checkedProviders {
 		fed[p] = true // checked because this commit stores an effect of it
 	}
+	if cache != nil {
+		cache.noteRecheck(ch) // before the recheck's states can be overwritten below
+	}
+	src := newRunSource(tx, fed, cache, ch)
+	src.forget(executions)
 	runs := make([]trace.Run, 0, len(executions))
 	for _, id := range setList(executions) {
-		run, err := tx.LoadRun(id, fed)
+		run, _, err := src.get(id)
 		if errors.Is(err, store.ErrNotFound) {
 			continue // a trace's placeholder, dropped in this commit
 		}
@@ -535,10 +583,11 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 		}
 		runs = append(runs, run)
 	}
-	out.executions, out.newCritical, err = saveAnalyses(tx, runs, fed, cfg, changedSteps)
+	out.executions, out.newCritical, err = saveAnalyses(tx, runs, fed, cfg, changedSteps, src)
 	if err != nil {
 		return out, err
 	}
+	out.runs = src.pending
 	return out, nil
 }
 
@@ -546,28 +595,64 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 // effect states, counts, audit state, and the rows of changedSteps), as one
 // commit of the writer or a re-audit after a prune does. It returns the
 // executions it saved and the critical findings new in them.
+//
+// src, when set, gives the runs of a writer's commit (runcache.go): the
+// findings and effect states the writer stored last are not read or
+// written again, and only effects new to a run are indexed.
 func saveAnalyses(tx *store.Tx, runs []trace.Run, fed map[string]bool, cfg trace.Config,
-	changedSteps map[string]map[string]bool) (executions []string, critical []trace.Finding, err error) {
-	states, err := ownerEffectStates(tx, runs, fed)
+	changedSteps map[string]map[string]bool, src *runSource) (executions []string, critical []trace.Finding, err error) {
+	if src == nil {
+		// Not the writer's commit: its cache no longer knows what is stored.
+		rederivations.Add(1)
+	}
+	analyses := make([]trace.RunAnalysis, len(runs))
+	for i, run := range runs {
+		if entry := src.entry(run.Execution.ID); entry != nil {
+			analyses[i] = entry.auditor.Analyse(run, cfg)
+		} else {
+			analyses[i] = trace.AnalyseRun(run, cfg)
+		}
+	}
+	states, err := ownerEffectStates(tx, runs, analyses, fed, src)
 	if err != nil {
 		return nil, nil, err
 	}
-	for _, run := range runs {
+	for i, run := range runs {
+		id := run.Execution.ID
+		an := analyses[i]
+		entry := src.entry(id)
 		runStates := map[trace.EffectRef]trace.MatchState{}
 		for _, f := range run.Effects {
-			if st, ok := states[f.Ref()]; ok {
-				runStates[f.Ref()] = st
+			st, ok := states[f.Ref()]
+			if !ok {
+				continue
 			}
+			if entry != nil && src.cache.stateStored(f, st) {
+				continue // stored already, and nothing since changed it
+			}
+			runStates[f.Ref()] = st
 		}
-		before, err := tx.RunFindings(run.Execution.ID)
+		var before []trace.Finding
+		if entry != nil && entry.saved {
+			before = entry.findings
+		} else if before, err = tx.RunFindings(id); err != nil {
+			return nil, nil, err
+		}
+		findings := an.Findings
+		saved := run
+		if entry != nil && entry.prev != nil {
+			saved.Effects = newEffects(run, entry.prev, src.ch.effects)
+		}
+		err = tx.SaveAnalysis(store.Analysis{Run: saved, Findings: findings, Before: before, States: runStates,
+			Counts: an.Counts, Steps: changedSteps[id], State: an.Verdict.State})
 		if err != nil {
 			return nil, nil, err
 		}
-		findings := trace.AuditRun(run, cfg)
-		err = tx.SaveAnalysis(store.Analysis{Run: run, Findings: findings, Before: before, States: runStates,
-			Counts: run.Counts(), Steps: changedSteps[run.Execution.ID], State: trace.Judge(run, findings).State})
-		if err != nil {
-			return nil, nil, err
+		if entry != nil {
+			entry.saved, entry.findings = true, findings
+		}
+		if src != nil && src.cache != nil {
+			src.cache.noteStored(run, states)
 		}
 		executions = append(executions, run.Execution.ID)
 		critical = append(critical, newCritical(before, findings)...)
@@ -599,20 +684,30 @@ func findingIdentity(f trace.Finding) string {
 // every one that sent its key) sees it as one. Judged by the last run
 // analysed alone, an effect two executions share would depend on which of
 // them a commit happened to touch.
-func ownerEffectStates(tx *store.Tx, runs []trace.Run, fed map[string]bool) (map[trace.EffectRef]trace.MatchState, error) {
+//
+// analyses are the runs' own (trace.AnalyseRun).
+func ownerEffectStates(tx *store.Tx, runs []trace.Run, analyses []trace.RunAnalysis, fed map[string]bool,
+	src *runSource) (map[trace.EffectRef]trace.MatchState, error) {
 	states := map[trace.EffectRef]trace.MatchState{}
-	merge := func(run trace.Run) {
-		for ref, st := range trace.EffectStates(run) {
+	mergeStates := func(runStates map[trace.EffectRef]trace.MatchState) {
+		for ref, st := range runStates {
 			states[ref] = trace.WorseState(states[ref], st)
 		}
 	}
+	merge := func(run trace.Run) { mergeStates(trace.EffectStates(run)) }
 	loaded := map[string]bool{}
 	owners := map[string]bool{}
 	keys := map[string]bool{}
 	traces := map[string]bool{}
 	for _, run := range runs {
 		loaded[run.Execution.ID] = true
-		merge(run)
+		// A key the run's own attempts sent was sent by the run and by its
+		// peers, which the run holds: only other keys are looked up.
+		var own map[string]bool
+		var peersOf map[string][]string
+		if entry := src.entry(run.Execution.ID); entry != nil {
+			own = entry.keys
+		}
 		for _, f := range run.Effects {
 			if f.ExecutionID != "" {
 				owners[f.ExecutionID] = true
@@ -620,8 +715,20 @@ func ownerEffectStates(tx *store.Tx, runs []trace.Run, fed map[string]bool) (map
 			if f.TraceID != "" {
 				traces[f.TraceID] = true
 			}
-			if f.IdempotencyKey != "" {
-				keys[f.IdempotencyKey] = true
+			switch k := f.IdempotencyKey; {
+			case k == "":
+			case own[k]:
+				if peersOf == nil {
+					peersOf = map[string][]string{}
+					for _, p := range run.Peers {
+						peersOf[p.IdempotencyKey] = append(peersOf[p.IdempotencyKey], p.ExecutionID)
+					}
+				}
+				for _, id := range peersOf[k] {
+					owners[id] = true
+				}
+			default:
+				keys[k] = true
 			}
 		}
 	}
@@ -636,11 +743,23 @@ func ownerEffectStates(tx *store.Tx, runs []trace.Run, fed map[string]bool) (map
 	for _, id := range append(byKey, byTrace...) {
 		owners[id] = true
 	}
+	if len(runs) == 1 && len(owners) <= 1 && (len(owners) == 0 || loaded[setList(owners)[0]]) {
+		return analyses[0].States, nil // the run is its effects' only owner
+	}
+	for _, an := range analyses {
+		mergeStates(an.States)
+	}
 	for _, id := range setList(owners) {
 		if loaded[id] {
 			continue
 		}
-		run, err := tx.LoadRun(id, fed)
+		var run trace.Run
+		var err error
+		if src != nil {
+			run, _, err = src.get(id)
+		} else {
+			run, err = tx.LoadRun(id, fed)
+		}
 		if errors.Is(err, store.ErrNotFound) {
 			continue // a trace's placeholder, dropped in this commit
 		}

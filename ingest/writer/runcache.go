@@ -1,0 +1,700 @@
+package writer
+
+import (
+	"errors"
+	"slices"
+	"sync/atomic"
+
+	"github.com/oncetrace/oncetrace/store"
+	"github.com/oncetrace/oncetrace/trace"
+)
+
+// The writer keeps the runs it analysed last (a bounded cache) and brings
+// each up to date with the rows a commit changed, instead of reading the
+// whole run again after every commit: a commit then costs the same however
+// long its execution already is. What it stores is what a full recompute
+// stores (TestIncrementalMatchesRebuild).
+//
+// The cache is only as good as the knowledge that nothing but this writer
+// changed the database since its last commit. It is checked inside every
+// write transaction, before anything is read from it: the event log's last
+// sequence number must be the one this writer's last commit left (another
+// writer on the same database, an import, appends events), no prune may
+// have run through this DB since (deletes rows; DB.PruneStats), and no
+// re-derivation may have run (Reaudit and Rebuild bump rederivations).
+// Anything else empties it.
+
+// maxCachedRuns and maxCachedItems bound the cache, in runs and in their
+// attempts, effects and peers together (some hundreds of bytes each, with
+// what their audit keeps): runs of executions still being written to stay,
+// the least recently used fall out.
+const (
+	maxCachedRuns  = 256
+	maxCachedItems = 100_000
+)
+
+// maxPatchChanges is the most rows a commit may change for its runs to be
+// patched: past it, reading the runs whole is no dearer, and the cache is
+// emptied rather than checked entry by entry.
+const maxPatchChanges = 256
+
+// maxRememberedStates bounds what stateStored remembers.
+const maxRememberedStates = 1 << 18
+
+// rederivations counts re-derivations run outside a writer's commit
+// (Reaudit inside a prune, Rebuild): each empties every writer's cache.
+var rederivations atomic.Uint64
+
+type runCache struct {
+	runs map[string]*cachedRun
+	tick uint64
+	// What the database looked like after this writer's last commit.
+	lastSeq       int64
+	prunes        int64
+	rederivations uint64
+	valid         bool
+	// written is the match state this writer last stored for an effect,
+	// and in which of its commits, so that a commit rewrites only the
+	// states it changes; rechecked is the last commit whose orphan recheck
+	// may have written a state, by what it rechecks (stateStored).
+	commits uint64
+	written map[trace.EffectRef]writtenState
+	// entities holds the events of executions' own entities (entityEvents),
+	// cachedEvents how many.
+	entities     map[string][]trace.Event
+	cachedEvents int
+	rechecked    struct {
+		effects map[trace.EffectRef]uint64
+		keys    map[string]uint64
+		steps   map[store.StepRef]uint64
+	}
+}
+
+type writtenState struct {
+	state trace.MatchState
+	at    uint64
+}
+
+// cachedRun is a run as loadRuns reads it (before FoldHTTPCalls), with the
+// findings its last analysis stored.
+type cachedRun struct {
+	raw     trace.Run
+	keys    map[string]bool // store.RunKeys of its attempts
+	traces  map[string]bool // store.RunTraces
+	effects map[trace.EffectRef]bool
+	// peerSteps are the steps its peers belong to.
+	peerSteps map[store.StepRef]bool
+	// saved: this writer stored the run's analysis, so findings are what
+	// the store holds and every effect's search terms are indexed.
+	saved    bool
+	findings []trace.Finding
+	// prev are the effects of the run it was patched from, when that was
+	// saved: only the others need their search terms indexed.
+	prev map[trace.EffectRef]bool
+	// auditor analysed the run last; it recomputes what changed.
+	auditor *trace.RunAuditor
+	used    uint64
+	items   int // size
+}
+
+func newRunCache() *runCache {
+	c := &runCache{runs: map[string]*cachedRun{}, written: map[trace.EffectRef]writtenState{}, entities: map[string][]trace.Event{}}
+	c.rechecked.effects = map[trace.EffectRef]uint64{}
+	c.rechecked.keys = map[string]uint64{}
+	c.rechecked.steps = map[store.StepRef]uint64{}
+	return c
+}
+
+func (c *runCache) clear() {
+	clear(c.runs)
+	clear(c.entities)
+	c.cachedEvents = 0
+	c.forgetStates()
+	c.valid = false
+}
+
+// maxCachedEntities and maxCachedEvents bound the executions whose own
+// events are kept, and those events (a kilobyte or two each, body and
+// parse).
+const (
+	maxCachedEntities = 1024
+	maxCachedEvents   = 20_000
+)
+
+// entityFold is an entity's events as a commit folded them.
+type entityFold struct {
+	entity string
+	events []trace.Event
+}
+
+// entityEvents returns the stored events of an execution's entity, when
+// the cache knows them. It runs after check, so they are all there are.
+func (c *runCache) entityEvents(entity string) ([]trace.Event, bool) {
+	if c == nil || !c.valid {
+		return nil, false
+	}
+	events, ok := c.entities[entity]
+	return events, ok
+}
+
+func (c *runCache) forgetStates() {
+	clear(c.written)
+	clear(c.rechecked.effects)
+	clear(c.rechecked.keys)
+	clear(c.rechecked.steps)
+}
+
+// check empties the cache unless nothing but this writer changed the
+// database since its last commit. It runs first in the transaction.
+func (c *runCache) check(tx *store.Tx, db *store.DB) (lastSeq int64, err error) {
+	prunes, rederived := db.PruneStats().Batches, rederivations.Load()
+	lastSeq, err = tx.LastEventSeq()
+	if err != nil {
+		c.clear()
+		return 0, err
+	}
+	if !c.valid || lastSeq != c.lastSeq || prunes != c.prunes || rederived != c.rederivations {
+		c.clear()
+	}
+	c.lastSeq, c.prunes, c.rederivations = lastSeq, prunes, rederived
+	return lastSeq, nil
+}
+
+// committed records that the writer's transaction committed and what the
+// log's last sequence number is now.
+func (c *runCache) committed(lastSeq int64, pending map[string]*cachedRun, entities []entityFold) {
+	c.lastSeq, c.valid = lastSeq, true
+	for _, f := range entities {
+		c.cachedEvents -= len(c.entities[f.entity])
+		delete(c.entities, f.entity)
+		if len(c.entities) >= maxCachedEntities || c.cachedEvents+len(f.events) > maxCachedEvents {
+			clear(c.entities)
+			c.cachedEvents = 0
+		}
+		if len(f.events) <= maxCachedEvents/4 {
+			c.entities[f.entity] = f.events
+			c.cachedEvents += len(f.events)
+		}
+	}
+	for id, e := range pending {
+		if e == nil {
+			delete(c.runs, id)
+			continue
+		}
+		c.tick++
+		e.used = c.tick
+		c.runs[id] = e
+	}
+	items := 0
+	for _, e := range c.runs {
+		items += e.size()
+	}
+	for len(c.runs) > maxCachedRuns || items > maxCachedItems {
+		oldest, at := "", uint64(0)
+		for id, e := range c.runs {
+			if oldest == "" || e.used < at {
+				oldest, at = id, e.used
+			}
+		}
+		items -= c.runs[oldest].size()
+		delete(c.runs, oldest)
+	}
+	if len(c.written)+len(c.rechecked.effects)+len(c.rechecked.keys)+len(c.rechecked.steps) > maxRememberedStates {
+		c.forgetStates()
+	}
+}
+
+// changes is what one commit wrote that runs are made of.
+type changes struct {
+	steps   map[store.StepRef]bool // steps whose attempts were written or renumbered
+	effects map[trace.EffectRef]bool
+	spans   map[[2]string]bool // trace id, span id
+	// Everything any event of a touched entity names: whatever a run held
+	// through one of them may have changed.
+	keys, traces, executions map[string]bool
+	// tooMany: more rows changed than patching pays for.
+	tooMany bool
+}
+
+func newChanges() *changes {
+	return &changes{steps: map[store.StepRef]bool{}, effects: map[trace.EffectRef]bool{}, spans: map[[2]string]bool{},
+		keys: map[string]bool{}, traces: map[string]bool{}, executions: map[string]bool{}}
+}
+
+func (ch *changes) noteEvent(ev trace.Event) {
+	add := func(set map[string]bool, v string) {
+		if v != "" {
+			set[v] = true
+		}
+	}
+	switch {
+	case ev.Execution != nil:
+		add(ch.executions, ev.Execution.ID)
+	case ev.Attempt != nil:
+		add(ch.executions, ev.Attempt.ExecutionID)
+		add(ch.keys, ev.Attempt.IdempotencyKey)
+		add(ch.traces, ev.Attempt.TraceID)
+	case ev.Effect != nil:
+		add(ch.executions, ev.Effect.ExecutionID)
+		add(ch.keys, ev.Effect.IdempotencyKey)
+		add(ch.traces, ev.Effect.TraceID)
+	case ev.Span != nil:
+		add(ch.executions, ev.Span.ExecutionID)
+		add(ch.keys, ev.Span.IdempotencyKey)
+		add(ch.traces, ev.Span.TraceID)
+	}
+}
+
+func (ch *changes) count() int {
+	return len(ch.steps) + len(ch.effects) + len(ch.spans)
+}
+
+// runSource gives materialise and saveAnalyses the runs of one commit: from
+// the cache brought up to date, else read whole; what it gives is kept for
+// the cache once the transaction commits.
+type runSource struct {
+	tx      *store.Tx
+	fed     map[string]bool
+	cache   *runCache // nil: read every run whole, keep nothing
+	ch      *changes
+	pending map[string]*cachedRun
+	// stepAttempts caches the attempts of the changed steps for this commit.
+	stepAttempts map[store.StepRef][]trace.Attempt
+	// analysed are the executions this commit analyses: their cached
+	// runs are patched, every other cached run the commit touched goes.
+	analysed map[string]bool
+}
+
+func newRunSource(tx *store.Tx, fed map[string]bool, cache *runCache, ch *changes) *runSource {
+	s := &runSource{tx: tx, fed: fed, cache: cache, ch: ch, pending: map[string]*cachedRun{},
+		stepAttempts: map[store.StepRef][]trace.Attempt{}}
+	if cache != nil && (ch == nil || ch.tooMany || ch.count() > maxPatchChanges) {
+		clear(cache.runs) // the events it knows are still all there are
+	}
+	return s
+}
+
+// forget drops the cached runs the commit may have changed, other than
+// those it analyses (which get patched): their next use reads them whole.
+func (s *runSource) forget(analysed map[string]bool) {
+	s.analysed = analysed
+	if s.cache == nil || s.ch == nil {
+		return
+	}
+	for id, e := range s.cache.runs {
+		if analysed[id] {
+			continue
+		}
+		if s.ch.executions[id] || intersects(e.keys, s.ch.keys) || intersects(e.traces, s.ch.traces) || s.touchesEffects(e) || s.touchesPeers(e) {
+			delete(s.cache.runs, id)
+		}
+	}
+}
+
+func intersects(a, b map[string]bool) bool {
+	if len(a) > len(b) {
+		a, b = b, a
+	}
+	for k := range a {
+		if b[k] {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *runSource) touchesEffects(e *cachedRun) bool {
+	for ref := range s.ch.effects {
+		if e.effects[ref] {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *runSource) touchesPeers(e *cachedRun) bool {
+	for ref := range s.ch.steps {
+		if e.peerSteps[ref] {
+			return true
+		}
+	}
+	return false
+}
+
+// run returns an execution's run for analysis, FedProviders set and HTTP
+// calls folded; store.ErrNotFound when it does not exist.
+func (s *runSource) run(id string) (trace.Run, *cachedRun, error) {
+	if s.cache != nil {
+		if e, ok := s.pending[id]; ok && e != nil {
+			return s.analysable(e), e, nil
+		}
+		if e, ok := s.cache.runs[id]; ok {
+			patched, err := s.patch(e)
+			if err != nil {
+				return trace.Run{}, nil, err
+			}
+			if patched == nil {
+				s.pending[id] = nil
+				return trace.Run{FedProviders: s.fed}, nil, store.ErrNotFound
+			}
+			s.pending[id] = patched
+			return s.analysable(patched), patched, nil
+		}
+	}
+	run, err := s.tx.LoadRun(id, s.fed)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) && s.cache != nil {
+			s.pending[id] = nil
+		}
+		return run, nil, err
+	}
+	if s.cache == nil {
+		return run, nil, nil
+	}
+	// LoadRun folded the HTTP calls into the attempts; the cache keeps
+	// them as read, so read the attempts' own keys back from the spans'
+	// absence: a run without spans is unchanged by the fold.
+	if len(run.Spans) > 0 {
+		return run, nil, nil // kept out of the cache: patching needs the unfolded attempts
+	}
+	e := newCachedRun(run)
+	s.pending[id] = e
+	return run, e, nil
+}
+
+func newCachedRun(raw trace.Run) *cachedRun {
+	raw.FedProviders = nil
+	keys, traces := store.RunKeysAndTraces(raw)
+	e := &cachedRun{raw: raw, keys: keys, traces: traces, effects: make(map[trace.EffectRef]bool, len(raw.Effects)),
+		auditor: &trace.RunAuditor{}}
+	for _, f := range raw.Effects {
+		e.effects[f.Ref()] = true
+	}
+	e.notePeers()
+	e.count()
+	return e
+}
+
+// analysable is the cached run as the audit takes it.
+func (s *runSource) analysable(e *cachedRun) trace.Run {
+	run := e.raw
+	run.FedProviders = s.fed
+	return run
+}
+
+// patch brings a cached run up to date with the commit's changes: nil when
+// its execution is gone.
+func (s *runSource) patch(e *cachedRun) (*cachedRun, error) {
+	id := e.raw.Execution.ID
+	x, err := s.tx.ExecutionRow(id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	run := trace.Run{Execution: x}
+
+	changed := map[string][]trace.Attempt{}
+	for ref := range s.ch.steps {
+		if ref.ExecutionID != id {
+			continue
+		}
+		as, err := s.attemptsOf(ref)
+		if err != nil {
+			return nil, err
+		}
+		changed[ref.StepID] = as
+	}
+	run.Steps = e.raw.Steps
+	if len(changed) > 0 {
+		run.Steps = store.ReplaceSteps(e.raw.Steps, changed)
+	}
+
+	run.Spans = e.raw.Spans
+	if len(s.ch.spans) > 0 {
+		spans := make([]trace.Span, 0, len(e.raw.Spans)+len(s.ch.spans))
+		for _, sp := range e.raw.Spans {
+			if !s.ch.spans[[2]string{sp.TraceID, sp.SpanID}] {
+				spans = append(spans, sp)
+			}
+		}
+		for ref := range s.ch.spans {
+			sp, ok, err := s.tx.SpanRow(ref[0], ref[1])
+			if err != nil {
+				return nil, err
+			}
+			if ok && sp.ExecutionID == id {
+				spans = append(spans, sp)
+			}
+		}
+		store.SortRunSpans(spans)
+		run.Spans = spans
+	}
+	if len(run.Spans) > 0 {
+		return nil, errNeedsLoad // HTTP calls fold into attempts: read it whole
+	}
+
+	keys, traces := store.RunKeysAndTraces(run)
+	member := func(f trace.Effect) bool {
+		return f.ExecutionID == id || f.IdempotencyKey != "" && keys[f.IdempotencyKey] || traces[f.TraceID]
+	}
+
+	// Effects: the cached ones stay unless this commit wrote them or the
+	// run lost the key or trace they joined it by; the ones it wrote, and
+	// those of keys and traces new to the run, are read.
+	shrunk := !subset(e.keys, keys) || !subset(e.traces, traces)
+	added := map[trace.EffectRef]trace.Effect{}
+	for ref := range s.ch.effects {
+		f, ok, err := s.tx.EffectRow(ref)
+		if err != nil {
+			return nil, err
+		}
+		if ok && member(f) {
+			added[ref] = f
+		}
+	}
+	for k := range keys {
+		if e.keys[k] {
+			continue
+		}
+		fs, err := s.tx.EffectsWithKey(k)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range fs {
+			added[f.Ref()] = f
+		}
+	}
+	for t := range traces {
+		if e.traces[t] {
+			continue
+		}
+		fs, err := s.tx.EffectsOfTrace(t)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range fs {
+			added[f.Ref()] = f
+		}
+	}
+	if len(added) == 0 && !shrunk && !s.touchesEffects(e) {
+		run.Effects = e.raw.Effects
+	} else {
+		run.Effects = make([]trace.Effect, 0, len(e.raw.Effects)+len(added))
+		for _, f := range e.raw.Effects {
+			if _, ok := added[f.Ref()]; ok || s.ch.effects[f.Ref()] || shrunk && !member(f) {
+				continue
+			}
+			run.Effects = append(run.Effects, f)
+		}
+		for _, f := range added {
+			run.Effects = append(run.Effects, f)
+		}
+		store.SortRunEffects(run.Effects)
+	}
+
+	// Peers: the same, by the steps this commit wrote.
+	otherSteps := false
+	for ref := range s.ch.steps {
+		otherSteps = otherSteps || ref.ExecutionID != id
+	}
+	if !otherSteps && subset(keys, e.keys) && !shrunk {
+		run.Peers = e.raw.Peers
+	} else if err := s.patchPeers(&run, e, keys); err != nil {
+		return nil, err
+	}
+
+	patched := &cachedRun{raw: run, keys: keys, traces: traces, effects: e.effects, saved: e.saved, findings: e.findings, auditor: e.auditor}
+	if e.saved {
+		patched.prev = e.effects
+	}
+	if !sameSlice(run.Effects, e.raw.Effects) {
+		patched.effects = make(map[trace.EffectRef]bool, len(run.Effects))
+		for _, f := range run.Effects {
+			patched.effects[f.Ref()] = true
+		}
+	}
+	if patched.peerSteps = e.peerSteps; !sameSlice(run.Peers, e.raw.Peers) {
+		patched.notePeers()
+	}
+	patched.count()
+	return patched, nil
+}
+
+// errNeedsLoad: the cached run cannot be patched; read it whole.
+var errNeedsLoad = errors.New("writer: run must be read whole")
+
+func (s *runSource) attemptsOf(ref store.StepRef) ([]trace.Attempt, error) {
+	if as, ok := s.stepAttempts[ref]; ok {
+		return as, nil
+	}
+	as, err := s.tx.StepAttempts(ref.ExecutionID, ref.StepID)
+	if err != nil {
+		return nil, err
+	}
+	s.stepAttempts[ref] = as
+	return as, nil
+}
+
+// get is run with the fallback for a run that cannot be patched.
+func (s *runSource) get(id string) (trace.Run, *cachedRun, error) {
+	run, e, err := s.run(id)
+	if errors.Is(err, errNeedsLoad) {
+		delete(s.cache.runs, id)
+		delete(s.pending, id)
+		run, err = s.tx.LoadRun(id, s.fed)
+		return run, nil, err
+	}
+	return run, e, err
+}
+
+func setOf(ss []string) map[string]bool {
+	out := make(map[string]bool, len(ss))
+	for _, s := range ss {
+		out[s] = true
+	}
+	return out
+}
+
+// newEffects are the effects of run that the cached run it was patched
+// from lacked or this commit changed: the ones whose search terms may be
+// new. The earliest effect with a time stays too: SaveAnalysis orders an
+// execution without a start by it.
+func newEffects(run trace.Run, before map[trace.EffectRef]bool, changed map[trace.EffectRef]bool) []trace.Effect {
+	var out []trace.Effect
+	earliest := false
+	for _, f := range run.Effects {
+		first := !earliest && !f.At.IsZero()
+		earliest = earliest || first
+		if first || !before[f.Ref()] || changed[f.Ref()] {
+			out = append(out, f)
+		}
+	}
+	return slices.Clip(out)
+}
+
+// stateStored reports whether the store holds st for f already: this
+// writer stored it, and no orphan recheck (store.RecheckOrphans) may have
+// written it since. A commit rechecks the effects it wrote, those carrying
+// a key it wrote and those naming a step it wrote; the recheck runs before
+// the commit's analyses store states.
+func (c *runCache) stateStored(f trace.Effect, st trace.MatchState) bool {
+	w, ok := c.written[f.Ref()]
+	if !ok || w.state != st {
+		return false
+	}
+	return c.rechecked.effects[f.Ref()] <= w.at &&
+		(f.IdempotencyKey == "" || c.rechecked.keys[f.IdempotencyKey] <= w.at) &&
+		c.rechecked.steps[store.StepRef{ExecutionID: f.ExecutionID, StepID: f.StepID}] <= w.at
+}
+
+// noteRecheck records which effects the commit's orphan recheck may write.
+func (c *runCache) noteRecheck(ch *changes) {
+	c.commits++
+	for ref := range ch.effects {
+		c.rechecked.effects[ref] = c.commits
+	}
+	for k := range ch.keys {
+		c.rechecked.keys[k] = c.commits
+	}
+	for ref := range ch.steps {
+		c.rechecked.steps[ref] = c.commits
+	}
+}
+
+// noteStored records the states a commit's analysis stored.
+func (c *runCache) noteStored(run trace.Run, states map[trace.EffectRef]trace.MatchState) {
+	for _, f := range run.Effects {
+		if st, ok := states[f.Ref()]; ok {
+			c.written[f.Ref()] = writtenState{st, c.commits}
+		}
+	}
+}
+
+func (e *cachedRun) notePeers() {
+	e.peerSteps = make(map[store.StepRef]bool, len(e.raw.Peers))
+	for _, p := range e.raw.Peers {
+		e.peerSteps[store.StepRef{ExecutionID: p.ExecutionID, StepID: p.StepID}] = true
+	}
+}
+
+func subset(a, b map[string]bool) bool {
+	for k := range a {
+		if !b[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// patchPeers gives run the peers e had, those of the steps this commit
+// wrote read again, and those of keys new to the run read.
+func (s *runSource) patchPeers(run *trace.Run, e *cachedRun, keys map[string]bool) error {
+	id := run.Execution.ID
+	type attemptRef struct {
+		step   store.StepRef
+		number int
+	}
+	peers := map[attemptRef]trace.Attempt{}
+	for _, p := range e.raw.Peers {
+		if ref := (store.StepRef{ExecutionID: p.ExecutionID, StepID: p.StepID}); !s.ch.steps[ref] {
+			peers[attemptRef{ref, p.Number}] = p
+		}
+	}
+	for ref := range s.ch.steps {
+		if ref.ExecutionID == id {
+			continue
+		}
+		as, err := s.attemptsOf(ref)
+		if err != nil {
+			return err
+		}
+		for _, a := range as {
+			peers[attemptRef{ref, a.Number}] = a
+		}
+	}
+	for k := range keys {
+		if e.keys[k] {
+			continue
+		}
+		as, err := s.tx.AttemptsWithKey(k, id)
+		if err != nil {
+			return err
+		}
+		for _, a := range as {
+			peers[attemptRef{store.StepRef{ExecutionID: a.ExecutionID, StepID: a.StepID}, a.Number}] = a
+		}
+	}
+	for _, p := range peers {
+		if p.ExecutionID != id && keys[p.IdempotencyKey] {
+			run.Peers = append(run.Peers, p)
+		}
+	}
+	store.SortPeers(run.Peers)
+	return nil
+}
+
+// entry is the cached run this commit gives for an execution, if any.
+func (s *runSource) entry(id string) *cachedRun {
+	if s == nil || s.cache == nil {
+		return nil
+	}
+	return s.pending[id]
+}
+
+// sameSlice reports whether a and b are one slice: a run's part that a
+// patch kept as it was.
+func sameSlice[T any](a, b []T) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// size is what the run holds, as maxCachedItems counts it.
+func (e *cachedRun) size() int { return e.items }
+
+func (e *cachedRun) count() {
+	e.items = len(e.raw.Effects) + len(e.raw.Peers)
+	for _, s := range e.raw.Steps {
+		e.items += len(s.Attempts)
+	}
+}
