@@ -17,14 +17,26 @@ import (
 // run they patch, they give what loadRuns gives.
 
 // LastEventSeq is the highest sequence number in the event log, 0 when it
-// is empty: the writer compares it with what it saw at its own last commit
-// to tell whether anyone else has written since.
-func (t *Tx) LastEventSeq() (int64, error) {
-	var seq int64
-	if err := t.QueryRowContext(t.ctx, `SELECT coalesce(max(seq), 0) FROM events`).Scan(&seq); err != nil {
-		return 0, fmt.Errorf("store: last event: %w", err)
+// is empty, and the derived generation (BumpGeneration): the writer
+// compares both with what it saw at its own last commit to tell whether
+// anyone else has written since.
+func (t *Tx) LastEventSeq() (seq, generation int64, err error) {
+	err = t.QueryRowContext(t.ctx, `SELECT coalesce((SELECT max(seq) FROM events), 0),
+		coalesce((SELECT generation FROM derived_generation WHERE id = 1), 0)`).Scan(&seq, &generation)
+	if err != nil {
+		return 0, 0, fmt.Errorf("store: last event: %w", err)
 	}
-	return seq, nil
+	return seq, generation, nil
+}
+
+// BumpGeneration records, in the transaction, that derived rows changed
+// other than by a writer's commit of new events (a prune, a re-derivation):
+// every writer's cache of derived state is then out of date.
+func (t *Tx) BumpGeneration() error {
+	if err := t.exec(`UPDATE derived_generation SET generation = generation + 1 WHERE id = 1`); err != nil {
+		return fmt.Errorf("store: derived generation: %w", err)
+	}
+	return nil
 }
 
 // ExecutionRow reads one execution's own fields; ErrNotFound when there is

@@ -190,6 +190,9 @@ func (p *pruner) batch(ctx context.Context, phase string, fn func(*Tx) (items in
 		var err error
 		items, rows, err = fn(t)
 		work = time.Since(began)
+		if err == nil && items > 0 {
+			err = t.BumpGeneration()
+		}
 		return err
 	})
 	if err != nil {

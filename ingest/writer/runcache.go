@@ -3,7 +3,6 @@ package writer
 import (
 	"errors"
 	"slices"
-	"sync/atomic"
 
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
@@ -19,10 +18,10 @@ import (
 // changed the database since its last commit. It is checked inside every
 // write transaction, before anything is read from it: the event log's last
 // sequence number must be the one this writer's last commit left (another
-// writer on the same database, an import, appends events), no prune may
-// have run through this DB since (deletes rows; DB.PruneStats), and no
-// re-derivation may have run (Reaudit and Rebuild bump rederivations).
-// Anything else empties it.
+// writer on the same database, another instance's or an import's, appends
+// events), and so must the store's derived generation, which every prune
+// batch and every re-derivation (Reaudit, Rebuild) bumps in its own
+// transaction, in any process. Anything else empties it.
 
 // maxCachedRuns and maxCachedItems bound the cache, in runs and in their
 // attempts, effects and peers together (some hundreds of bytes each, with
@@ -41,18 +40,13 @@ const maxPatchChanges = 256
 // maxRememberedStates bounds what stateStored remembers.
 const maxRememberedStates = 1 << 18
 
-// rederivations counts re-derivations run outside a writer's commit
-// (Reaudit inside a prune, Rebuild): each empties every writer's cache.
-var rederivations atomic.Uint64
-
 type runCache struct {
 	runs map[string]*cachedRun
 	tick uint64
 	// What the database looked like after this writer's last commit.
-	lastSeq       int64
-	prunes        int64
-	rederivations uint64
-	valid         bool
+	lastSeq    int64
+	generation int64 // store's derived generation (Tx.BumpGeneration)
+	valid      bool
 	// written is the match state this writer last stored for an effect,
 	// and in which of its commits, so that a commit rewrites only the
 	// states it changes; rechecked is the last commit whose orphan recheck
@@ -146,17 +140,16 @@ func (c *runCache) forgetStates() {
 
 // check empties the cache unless nothing but this writer changed the
 // database since its last commit. It runs first in the transaction.
-func (c *runCache) check(tx *store.Tx, db *store.DB) (lastSeq int64, err error) {
-	prunes, rederived := db.PruneStats().Batches, rederivations.Load()
-	lastSeq, err = tx.LastEventSeq()
+func (c *runCache) check(tx *store.Tx) (lastSeq int64, err error) {
+	lastSeq, generation, err := tx.LastEventSeq()
 	if err != nil {
 		c.clear()
 		return 0, err
 	}
-	if !c.valid || lastSeq != c.lastSeq || prunes != c.prunes || rederived != c.rederivations {
+	if !c.valid || lastSeq != c.lastSeq || generation != c.generation {
 		c.clear()
 	}
-	c.lastSeq, c.prunes, c.rederivations = lastSeq, prunes, rederived
+	c.lastSeq, c.generation = lastSeq, generation
 	return lastSeq, nil
 }
 

@@ -283,3 +283,59 @@ func lineDiff(a, b string) string {
 	}
 	return out
 }
+
+// TestCacheSeesAnotherHandlesPrune: a prune through another handle on the
+// same database (another instance's, on a shared PostgreSQL) deletes rows
+// this writer's cache still holds; the derived generation it bumps makes
+// the writer read them again, so that events written after it store what
+// a rebuild derives.
+func TestCacheSeesAnotherHandlesPrune(t *testing.T) {
+	ctx := context.Background()
+	events := mixedHistory(t, 20)
+	path := filepath.Join(t.TempDir(), "oncetrace.db")
+	db, err := sqlite.Open(ctx, path, sqlite.SyncNormal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	other, err := sqlite.Open(ctx, path, sqlite.SyncNormal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	w := writer.New(db, writer.DefaultConfig)
+	defer w.Close()
+	// The newest event is of an execution the prune keeps, so the log's
+	// last sequence number does not move: only the generation tells.
+	keep, err := ingest.ParseEvent([]byte(`{"type":"execution","id":"keep_start","execution_id":"keep","status":"running","started_at":"2099-01-01T00:00:00Z"}`), ingest.DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range append(slices.Clone(events), keep) {
+		if _, err := w.Write(ctx, []trace.Event{ev}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cut := time.Date(2098, 1, 1, 0, 0, 0, 0, time.UTC)
+	res, err := other.Prune(ctx, store.PruneOptions{Before: cut, EffectsBefore: cut, Reaudit: writer.Reaudit(trace.DefaultConfig)})
+	if err != nil || res.Executions == 0 {
+		t.Fatalf("prune through the other handle: got %+v, %v; want executions deleted", res, err)
+	}
+	// The first part of the history again: new to the log, which the prune
+	// emptied, while the writer's cache still remembers the runs.
+	for _, ev := range events[:len(events)/2] {
+		if _, err := w.Write(ctx, []trace.Event{ev}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	incremental := derivedState(t, db)
+	if err := db.SetDerivationVersion(ctx, trace.DerivationVersion-1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := writer.Rebuild(ctx, db, trace.DefaultConfig, nil); err != nil {
+		t.Fatal(err)
+	}
+	if fresh := derivedState(t, db); incremental != fresh {
+		t.Errorf("after another handle's prune, stored state differs from a rebuild:\n%s", lineDiff(incremental, fresh))
+	}
+}

@@ -220,7 +220,7 @@ func (w *Writer) commit(group []*request) {
 	err := w.db.Update(context.Background(), func(tx *store.Tx) error {
 		committed, analysed = committed[:0], analysis{}
 		var err error
-		if lastSeq, err = w.cache.check(tx, w.db); err != nil {
+		if lastSeq, err = w.cache.check(tx); err != nil {
 			return err
 		}
 		touched := map[string][]trace.Event{} // entity -> its new events
@@ -602,8 +602,11 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 func saveAnalyses(tx *store.Tx, runs []trace.Run, fed map[string]bool, cfg trace.Config,
 	changedSteps map[string]map[string]bool, src *runSource) (executions []string, critical []trace.Finding, err error) {
 	if src == nil {
-		// Not the writer's commit: its cache no longer knows what is stored.
-		rederivations.Add(1)
+		// Not the writer's commit: writers' caches no longer know what is
+		// stored.
+		if err := tx.BumpGeneration(); err != nil {
+			return nil, nil, err
+		}
 	}
 	analyses := make([]trace.RunAnalysis, len(runs))
 	for i, run := range runs {
