@@ -76,3 +76,12 @@ func (t *Tx) ClearDerived() error {
 func (t *Tx) LogAfter(after int64, limit int) ([]StoredEvent, error) {
 	return eventsAfter(t.ctx, t, after, "", limit)
 }
+
+// EventCount is how many events the raw log holds.
+func (db *DB) EventCount(ctx context.Context) (int, error) {
+	var n int
+	if err := db.read.QueryRowContext(ctx, `SELECT count(*) FROM events`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("store: count events: %w", err)
+	}
+	return n, nil
+}

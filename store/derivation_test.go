@@ -2,9 +2,13 @@ package store_test
 
 import (
 	"context"
+	"database/sql"
+	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/oncetrace/oncetrace/ingest/writer"
+	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 )
 
@@ -26,8 +30,9 @@ func TestRebuildStampsANewDatabase(t *testing.T) {
 	}
 }
 
-// TestRebuildRederivesEveryExecutionOnce: an older version re-derives every
-// execution with progress up to the total; the same version does nothing.
+// TestRebuildRederivesEveryExecutionOnce: an older version folds every
+// event of the log again, with progress up to the total; the same version
+// does nothing.
 func TestRebuildRederivesEveryExecutionOnce(t *testing.T) {
 	ctx := context.Background()
 	db, w := openDB(t)
@@ -49,4 +54,69 @@ func TestRebuildRederivesEveryExecutionOnce(t *testing.T) {
 	if rebuilt, err := writer.Rebuild(ctx, db, trace.DefaultConfig, nil); err != nil || rebuilt {
 		t.Fatalf("second Rebuild: rebuilt %v, %v; want nothing", rebuilt, err)
 	}
+}
+
+// TestRebuildFoldsTheEventLog: a rebuild derives from the raw event log,
+// not from the derived rows: rows deleted or altered behind the store's
+// back come back as the events make them.
+func TestRebuildFoldsTheEventLog(t *testing.T) {
+	ctx := context.Background()
+	db, w := openDB(t)
+	write(t, w,
+		map[string]any{"type": "execution", "execution_id": "x", "name": "billing-agent", "status": "completed",
+			"started_at": stamp(base), "ended_at": stamp(base.Add(5 * time.Second))},
+		map[string]any{"type": "attempt", "execution_id": "x", "step_id": "send", "attempt": 1, "tool": "send_invoice_email",
+			"effect": "unsafe", "provider": "mail", "started_at": stamp(base.Add(time.Second)), "ended_at": stamp(base.Add(2 * time.Second)), "outcome": "timeout"},
+		map[string]any{"type": "attempt", "execution_id": "x", "step_id": "send", "attempt": 2, "tool": "send_invoice_email",
+			"effect": "unsafe", "provider": "mail", "started_at": stamp(base.Add(3 * time.Second)), "ended_at": stamp(base.Add(4 * time.Second)), "outcome": "ok"},
+		map[string]any{"type": "effect", "provider": "mail", "effect_id": "m1", "execution_id": "x", "step_id": "send", "at": stamp(base.Add(1500 * time.Millisecond))},
+		map[string]any{"type": "effect", "provider": "mail", "effect_id": "m2", "execution_id": "x", "step_id": "send", "at": stamp(base.Add(3500 * time.Millisecond))},
+	)
+	before := derivedSnapshot(t, db)
+	raw, err := sql.Open(rawDriver(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	for _, q := range []string{`DELETE FROM attempts`, `DELETE FROM findings`, `UPDATE executions SET retries = 42, audit_state = 'clean'`, `UPDATE effects SET state = 'matched'`} {
+		if _, err := raw.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if damaged := derivedSnapshot(t, db); damaged == before {
+		t.Fatal("the damage did not show")
+	}
+	if err := db.SetDerivationVersion(ctx, trace.DerivationVersion-1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := writer.Rebuild(ctx, db, trace.DefaultConfig, nil); err != nil {
+		t.Fatal(err)
+	}
+	if after := derivedSnapshot(t, db); after != before {
+		t.Errorf("after the rebuild:\n%s\nwant what ingest derived:\n%s", after, before)
+	}
+}
+
+// derivedSnapshot is the list row, the findings and the effect states of
+// every execution, as JSON.
+func derivedSnapshot(t *testing.T, db *store.DB) string {
+	t.Helper()
+	ctx := context.Background()
+	list, _, err := db.ListExecutions(ctx, store.ExecutionFilter{Limit: store.MaxPageSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	findings, err := db.Findings(ctx, store.FindingFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	effects, _, err := db.Effects(ctx, store.EffectFilter{Limit: store.MaxPageSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(map[string]any{"list": list, "findings": findings, "effects": effects})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

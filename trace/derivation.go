@@ -12,4 +12,6 @@ package trace
 //
 //	1: the first stamped rules.
 //	2: a replay answered from the journal is not a retry (fc66ffe).
-const DerivationVersion = 2
+//	3: an orphan is decided by AttemptIndex, which matches a key only at
+//	   the provider it was sent to, as the rest of the audit does.
+const DerivationVersion = 3

@@ -29,7 +29,7 @@ func rebuildDerived(ctx context.Context, db *store.DB, cfg trace.Config, logger 
 		if !started {
 			started = true
 			logger.Info("rebuilding the derived cache from the event log", "db_derivation", stored,
-				"binary_derivation", trace.DerivationVersion, "executions", total)
+				"binary_derivation", trace.DerivationVersion, "events", total)
 		}
 		logger.Info("derived cache rebuild", "done", done, "total", total)
 		if progress != nil {
@@ -69,7 +69,7 @@ func (g *startingGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	msg := "oncetrace is starting"
 	if total := g.total.Load(); total > 0 {
-		msg = fmt.Sprintf("oncetrace is rebuilding its derived cache from the event log (%d of %d executions)", g.done.Load(), total)
+		msg = fmt.Sprintf("oncetrace is rebuilding its derived cache from the event log (%d of %d events)", g.done.Load(), total)
 	}
 	w.Header().Set("Retry-After", "5")
 	w.Header().Set("Content-Type", "application/json")

@@ -157,7 +157,7 @@ func testServeRebuilds(t *testing.T, older []string) {
 		}
 		log := stop()
 		rebuilt := strings.Contains(log, "derived cache rebuilt")
-		if start == 1 && (!rebuilt || !strings.Contains(log, "done=2 total=2")) {
+		if start == 1 && (!rebuilt || !strings.Contains(log, "done=6 total=6")) { // the fixture's six events
 			t.Errorf("first start: no rebuild with progress in the log:\n%s", logText())
 		}
 		if start == 2 && rebuilt {
@@ -289,7 +289,7 @@ func TestStartingGateAnswers503UntilReady(t *testing.T) {
 	}
 	gate.progress(200, 1000)
 	resp, body := get()
-	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(body, "200 of 1000 executions") {
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(body, "200 of 1000 events") {
 		t.Fatalf("during the rebuild: got %d, Retry-After %q, %s; want 503 with Retry-After and the progress", resp.StatusCode, resp.Header.Get("Retry-After"), body)
 	}
 	gate.ready(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "served") }))
