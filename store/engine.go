@@ -28,6 +28,9 @@ type Engine interface {
 	// Rebind turns a query written in the store's dialect into the
 	// engine's. It is called once per query text.
 	Rebind(query string) string
+	// BeginWrite is the statement that begins a write transaction on the
+	// writer's connection.
+	BeginWrite() string
 	// ReadTx is how a read transaction begins: it must see one snapshot.
 	ReadTx() *sql.TxOptions
 	// WriteLock is run first in every write transaction, "" for none:

@@ -7,7 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/oncetrace/oncetrace/trace"
@@ -18,25 +21,30 @@ import (
 type Tx struct {
 	ctx       context.Context
 	db        *DB
-	tx        *sql.Tx
-	stmts     map[string]*sql.Stmt
 	lastSeq   int64  // the last event stored, for the engine's Notify
 	announced Notice // notice.go
 }
 
 // Update runs fn in one write transaction and commits it when fn returns nil.
+//
+// The transaction is begun and ended by statements on the writer's
+// connection, not as a *sql.Tx: database/sql prepares a connection's
+// statements anew in every *sql.Tx that uses them (Tx.StmtContext), which
+// was a third of a one-event commit.
 func (db *DB) Update(ctx context.Context, fn func(*Tx) error) error {
 	db.writeMu.Lock()
 	defer db.writeMu.Unlock()
-	tx, err := db.writeConn.BeginTx(ctx, nil)
-	if err != nil {
+	t := &Tx{ctx: ctx, db: db}
+	if err := t.exec(db.engine.BeginWrite()); err != nil {
 		return db.noteWrite(fmt.Errorf("store: begin: %w", err))
 	}
-	defer tx.Rollback()
-	t := &Tx{ctx: ctx, db: db, tx: tx, stmts: map[string]*sql.Stmt{}}
+	done := false
 	defer func() {
-		for _, s := range t.stmts {
-			s.Close() // the transaction's binding; the prepared statement stays
+		if !done {
+			// Also after a failed COMMIT, which can leave SQLite's
+			// transaction open; SQLite may have rolled back already, when
+			// this fails harmlessly.
+			_, _ = db.writeConn.ExecContext(context.Background(), `ROLLBACK`)
 		}
 	}()
 	// A full disk, a read-only file or an I/O error becomes an
@@ -55,26 +63,18 @@ func (db *DB) Update(ctx context.Context, fn func(*Tx) error) error {
 			return db.noteWrite(fmt.Errorf("store: notify: %w", err))
 		}
 	}
-	if err := tx.Commit(); err != nil {
+	if err := t.exec(`COMMIT`); err != nil {
 		return db.noteWrite(fmt.Errorf("store: commit: %w", err))
 	}
+	done = true
 	return db.noteWrite(nil)
 }
 
-// stmt returns the writer's prepared statement for query, bound to this
-// transaction. Every query of a Tx goes through it, so its text must not
-// vary with its arguments (lists go in as one JSON array, see inList).
+// stmt returns the writer's prepared statement for query. Every query of a
+// Tx goes through it, so its text must not vary with its arguments (lists
+// go in as one JSON array, see inList).
 func (t *Tx) stmt(query string) (*sql.Stmt, error) {
-	if s, ok := t.stmts[query]; ok {
-		return s, nil
-	}
-	prepared, err := t.db.writerStmt(t.ctx, query)
-	if err != nil {
-		return nil, err
-	}
-	s := t.tx.StmtContext(t.ctx, prepared)
-	t.stmts[query] = s
-	return s, nil
+	return t.db.writerStmt(t.ctx, query)
 }
 
 // QueryContext and QueryRowContext make a Tx a querier whose queries are
@@ -90,7 +90,7 @@ func (t *Tx) QueryContext(ctx context.Context, query string, args ...any) (*sql.
 func (t *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
 	s, err := t.stmt(query)
 	if err != nil {
-		return t.tx.QueryRowContext(ctx, t.db.d.rebind(query), args...) // reports the same error
+		return t.db.writeConn.QueryRowContext(ctx, t.db.d.rebind(query), args...) // reports the same error
 	}
 	return s.QueryRowContext(ctx, args...)
 }
@@ -115,20 +115,95 @@ func (t *Tx) RollbackTo() error {
 	return t.exec(`RELEASE request`)
 }
 
-// InsertEvent appends an event to the raw log unless its id is already
-// there. It returns the event's sequence number when it was inserted.
-func (t *Tx) InsertEvent(ev trace.Event, received time.Time) (seq int64, inserted bool, err error) {
-	err = t.QueryRowContext(t.ctx, `INSERT INTO events (id, type, entity, execution_id, body, received_at) VALUES (?, ?, ?, ?, ?, ?)
-		ON CONFLICT (id) DO NOTHING RETURNING seq`,
-		ev.ID, string(ev.Type), t.db.entityKey(ev.Entity()), ev.ExecutionID(), string(ev.Body), received.UnixNano()).Scan(&seq)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, false, nil // already stored: a duplicate
+// maxInsertRows is the most events one INSERT of InsertEvents carries: a
+// statement per event was a quarter of a large request's commit.
+const maxInsertRows = 256
+
+// InsertEvents appends events to the raw log, in their order, skipping any
+// whose id is stored already or came earlier in events. seqs[i] is the
+// sequence number of events[i], 0 when it was skipped as a duplicate.
+//
+// Events go in a few multi-row INSERTs of fixed sizes (256, then powers of
+// two), so that each statement's text is prepared once whatever the
+// number of events.
+func (t *Tx) InsertEvents(events []trace.Event, received time.Time) ([]int64, error) {
+	seqs := make([]int64, len(events))
+	stored := make(map[string]int64, len(events)) // id -> seq, for ids inserted here
+	for start := 0; start < len(events); {
+		n := maxInsertRows
+		for n > len(events)-start {
+			n /= 2
+		}
+		chunk := events[start : start+n]
+		if err := t.insertChunk(chunk, received, stored); err != nil {
+			return nil, fmt.Errorf("store: insert events %s…: %w", chunk[0].ID, err)
+		}
+		start += n
 	}
+	// RETURNING lists rows in no set order: each inserted id takes its seq,
+	// and only its first occurrence counts as inserted.
+	for i, ev := range events {
+		if seq, ok := stored[ev.ID]; ok {
+			seqs[i] = seq
+			delete(stored, ev.ID)
+			t.lastSeq = max(t.lastSeq, seq)
+		}
+	}
+	return seqs, nil
+}
+
+func (t *Tx) insertChunk(events []trace.Event, received time.Time, stored map[string]int64) error {
+	rows, err := t.QueryContext(t.ctx, insertEventsQuery(len(events)), insertEventsArgs(t.db, events, received)...)
 	if err != nil {
-		return 0, false, fmt.Errorf("store: insert event %s: %w", ev.ID, err)
+		return err
 	}
-	t.lastSeq = max(t.lastSeq, seq)
-	return seq, true, nil
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var seq int64
+		if err := rows.Scan(&id, &seq); err != nil {
+			return err
+		}
+		stored[id] = seq
+	}
+	return rows.Err()
+}
+
+func insertEventsQuery(n int) string {
+	// Rows are inserted in the order listed, so seqs follow the request.
+	return multiRowQuery(`INSERT INTO events (id, type, entity, execution_id, body, received_at) VALUES `,
+		`(?, ?, ?, ?, ?, ?)`, n, ` ON CONFLICT (id) DO NOTHING RETURNING id, seq`)
+}
+
+// multiRowQueries holds the text of each multi-row statement built.
+var multiRowQueries sync.Map // [4]any{head, row, n, tail} -> string
+
+// multiRowQuery is head, n times row separated by commas, then tail.
+func multiRowQuery(head, row string, n int, tail string) string {
+	key := [4]any{head, row, n, tail}
+	if q, ok := multiRowQueries.Load(key); ok {
+		return q.(string)
+	}
+	var b strings.Builder
+	b.WriteString(head)
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(row)
+	}
+	b.WriteString(tail)
+	q, _ := multiRowQueries.LoadOrStore(key, b.String())
+	return q.(string)
+}
+
+func insertEventsArgs(db *DB, events []trace.Event, received time.Time) []any {
+	args := make([]any, 0, 6*len(events))
+	at := received.UnixNano()
+	for _, ev := range events {
+		args = append(args, ev.ID, string(ev.Type), db.entityKey(ev.Entity()), ev.ExecutionID(), string(ev.Body), at)
+	}
+	return args
 }
 
 // StoredBody is one stored event's id and body.
@@ -137,20 +212,61 @@ type StoredBody struct {
 	Body []byte
 }
 
-// EntityEvents returns the stored id and body of every event of one entity.
-func (t *Tx) EntityEvents(entity string) ([]StoredBody, error) {
-	rows, err := t.QueryContext(t.ctx, `SELECT id, body FROM events WHERE entity = ?`, t.db.entityKey(entity))
+// EntityEventCounts returns how many events of each entity are stored, from
+// the entity index alone; an entity with none is not in the map.
+func (t *Tx) EntityEventCounts(entities []string) (map[string]int, error) {
+	out := make(map[string]int, len(entities))
+	if len(entities) == 0 {
+		return out, nil
+	}
+	keys := make([]string, len(entities))
+	byKey := make(map[string]string, len(entities)) // stored key -> entity
+	for i, e := range entities {
+		keys[i] = t.db.entityKey(e)
+		byKey[keys[i]] = e
+	}
+	rows, err := t.QueryContext(t.ctx, `SELECT entity, count(*) FROM events WHERE entity IN `+inList+` GROUP BY entity`, jsonList(keys))
+	if err != nil {
+		return nil, fmt.Errorf("store: entity event counts: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var key string
+		var n int
+		if err := rows.Scan(&key, &n); err != nil {
+			return nil, fmt.Errorf("store: entity event counts: %w", err)
+		}
+		out[byKey[key]] = n
+	}
+	return out, rows.Err()
+}
+
+// EntitiesEvents returns the stored id and body of every event of the
+// entities, by entity, in one query.
+func (t *Tx) EntitiesEvents(entities []string) (map[string][]StoredBody, error) {
+	out := make(map[string][]StoredBody, len(entities))
+	if len(entities) == 0 {
+		return out, nil
+	}
+	keys := make([]string, len(entities))
+	byKey := make(map[string]string, len(entities)) // stored key -> entity
+	for i, e := range entities {
+		keys[i] = t.db.entityKey(e)
+		byKey[keys[i]] = e
+	}
+	rows, err := t.QueryContext(t.ctx, `SELECT entity, id, body FROM events WHERE entity IN `+inList, jsonList(keys))
 	if err != nil {
 		return nil, fmt.Errorf("store: entity events: %w", err)
 	}
 	defer rows.Close()
-	var out []StoredBody
 	for rows.Next() {
+		var key string
 		var b StoredBody
-		if err := rows.Scan(&b.ID, &b.Body); err != nil {
+		if err := rows.Scan(&key, &b.ID, &b.Body); err != nil {
 			return nil, fmt.Errorf("store: entity events: %w", err)
 		}
-		out = append(out, b)
+		e := byKey[key]
+		out[e] = append(out[e], b)
 	}
 	return out, rows.Err()
 }
@@ -194,20 +310,73 @@ func (t *Tx) PutAttempt(a trace.Attempt) error {
 			return fmt.Errorf("store: put attempt %s/%s span %s: %w", a.ExecutionID, a.StepID, a.SpanID, err)
 		}
 	}
-	err := t.exec(`INSERT INTO attempts (`+attemptColumns+`, derived_number) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (execution_id, step_id, attempt) DO UPDATE SET tool = excluded.tool, effect = excluded.effect,
+	return t.PutNumberedAttempt(a, derived)
+}
+
+// NumberedAttempt is an attempt whose number is decided: sent with it, or,
+// Derived, given by its step (trace.NumberSpanAttempts) to an attempt
+// identified by its span.
+type NumberedAttempt struct {
+	Attempt trace.Attempt
+	Derived bool
+}
+
+// PutNumberedAttempt stores an attempt's folded fields under a.Number.
+func (t *Tx) PutNumberedAttempt(a trace.Attempt, derived bool) error {
+	return t.PutNumberedAttempts([]NumberedAttempt{{Attempt: a, Derived: derived}})
+}
+
+// maxAttemptRows is the most attempts one INSERT of PutNumberedAttempts
+// carries; two attempts in one must not share a number.
+const maxAttemptRows = 64
+
+// PutNumberedAttempts stores attempts' folded fields under their numbers,
+// in a few multi-row statements (see InsertEvents), and indexes their
+// search terms once per execution.
+func (t *Tx) PutNumberedAttempts(attempts []NumberedAttempt) error {
+	for start := 0; start < len(attempts); {
+		n := maxAttemptRows
+		for n > len(attempts)-start {
+			n /= 2
+		}
+		chunk := attempts[start : start+n]
+		args := make([]any, 0, 19*n)
+		for _, na := range chunk {
+			a := na.Attempt
+			args = append(args, a.ExecutionID, a.StepID, a.Number, a.Tool, string(a.Effect), a.Provider, string(a.Outcome), boolInt(a.Deduplicated),
+				a.IdempotencyKey, a.Worker, nanos(a.StartedAt), nanos(a.EndedAt), jsonText(a.Args), jsonText(a.Result), a.Error, jsonText(a.Conflicts),
+				a.TraceID, a.SpanID, boolInt(na.Derived))
+		}
+		err := t.exec(multiRowQuery(`INSERT INTO attempts (`+attemptColumns+`, derived_number) VALUES `,
+			`(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, n,
+			` ON CONFLICT (execution_id, step_id, attempt) DO UPDATE SET tool = excluded.tool, effect = excluded.effect,
 			provider = excluded.provider, outcome = excluded.outcome, deduplicated = excluded.deduplicated,
 			idempotency_key = excluded.idempotency_key, worker = excluded.worker, started_at = excluded.started_at,
 			ended_at = excluded.ended_at, args = excluded.args, result = excluded.result, error = excluded.error,
 			conflicts = excluded.conflicts, trace_id = excluded.trace_id, span_id = excluded.span_id,
-			derived_number = excluded.derived_number`,
-		a.ExecutionID, a.StepID, a.Number, a.Tool, string(a.Effect), a.Provider, string(a.Outcome), boolInt(a.Deduplicated),
-		a.IdempotencyKey, a.Worker, nanos(a.StartedAt), nanos(a.EndedAt), jsonText(a.Args), jsonText(a.Result), a.Error, jsonText(a.Conflicts),
-		a.TraceID, a.SpanID, boolInt(derived))
-	if err != nil {
-		return fmt.Errorf("store: put attempt %s/%s/%d: %w", a.ExecutionID, a.StepID, a.Number, err)
+			derived_number = excluded.derived_number`), args...)
+		if err != nil {
+			a := chunk[0].Attempt
+			return fmt.Errorf("store: put attempt %s/%s/%d: %w", a.ExecutionID, a.StepID, a.Number, err)
+		}
+		start += n
 	}
-	return t.indexTerms(a.ExecutionID, attemptTerms(a))
+	terms := map[string]termSet{}
+	for _, na := range attempts {
+		a := na.Attempt
+		if terms[a.ExecutionID] == nil {
+			terms[a.ExecutionID] = termSet{}
+		}
+		for term := range attemptTerms(a) {
+			terms[a.ExecutionID][term] = true
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(terms)) {
+		if err := t.indexTerms(id, terms[id]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // VacateNumber moves a span-identified attempt off the number an attempt
@@ -225,6 +394,32 @@ func (t *Tx) VacateNumber(executionID, stepID string, number int) (bool, error) 
 	}
 	n, err := res.RowsAffected()
 	return n > 0, err
+}
+
+// StepsWithAttempts returns which of the steps have an attempt stored.
+func (t *Tx) StepsWithAttempts(steps []StepRef) (map[StepRef]bool, error) {
+	out := map[StepRef]bool{}
+	if len(steps) == 0 {
+		return out, nil
+	}
+	pairs := make([][2]string, len(steps))
+	for i, s := range steps {
+		pairs[i] = [2]string{s.ExecutionID, s.StepID}
+	}
+	rows, err := t.QueryContext(t.ctx, `SELECT DISTINCT execution_id, step_id FROM attempts
+		WHERE (execution_id, step_id) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`, jsonPairs(pairs))
+	if err != nil {
+		return nil, fmt.Errorf("store: steps with attempts: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var s StepRef
+		if err := rows.Scan(&s.ExecutionID, &s.StepID); err != nil {
+			return nil, fmt.Errorf("store: steps with attempts: %w", err)
+		}
+		out[s] = true
+	}
+	return out, rows.Err()
 }
 
 // renumberOffset keeps the temporary numbers of a renumbering clear of

@@ -12,6 +12,9 @@ import (
 
 	"github.com/oncetrace/oncetrace/ingest"
 	"github.com/oncetrace/oncetrace/ingest/writer"
+	"github.com/oncetrace/oncetrace/store"
+	"github.com/oncetrace/oncetrace/store/postgres"
+	"github.com/oncetrace/oncetrace/store/postgres/pgtest"
 	"github.com/oncetrace/oncetrace/store/sqlite"
 	"github.com/oncetrace/oncetrace/trace"
 )
@@ -129,6 +132,36 @@ func BenchmarkEventCost(b *testing.B) {
 // request took from the writer's queue to its commit, and the process's
 // CPU time meanwhile.
 func BenchmarkOTLPIntoLargeExecution(b *testing.B) {
+	otlpIntoLargeExecution(b, func(i int) *store.DB {
+		db, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), fmt.Sprintf("bench%d.db", i)), sqlite.SyncNormal)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return db
+	})
+}
+
+// BenchmarkOTLPIntoLargeExecutionPostgres is the same on PostgreSQL, a
+// throwaway cluster (pgtest); the CPU time is this process's only, not
+// the server's.
+func BenchmarkOTLPIntoLargeExecutionPostgres(b *testing.B) {
+	cluster, err := pgtest.Start()
+	if err != nil {
+		b.Skip(err)
+	}
+	b.Cleanup(cluster.Stop) // after the databases' own cleanups drop them
+	otlpIntoLargeExecution(b, func(int) *store.DB {
+		db, err := postgres.Open(context.Background(), cluster.NewDatabase(b))
+		if err != nil {
+			b.Fatal(err)
+		}
+		return db
+	})
+}
+
+// otlpIntoLargeExecution runs BenchmarkOTLPIntoLargeExecution on the
+// fresh, empty databases open returns.
+func otlpIntoLargeExecution(b *testing.B, open func(i int) *store.DB) {
 	const spans = 20000
 	ctx := context.Background()
 	limits := defaultOTLPConfig
@@ -138,10 +171,7 @@ func BenchmarkOTLPIntoLargeExecution(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		b.StopTimer()
-		db, err := sqlite.Open(ctx, filepath.Join(b.TempDir(), fmt.Sprintf("bench%d.db", i)), sqlite.SyncNormal)
-		if err != nil {
-			b.Fatal(err)
-		}
+		db := open(i)
 		w := writer.New(db, writer.DefaultConfig)
 		for part := range 2 {
 			res := ingest.MapOTLP(largeExecutionSpans(uint64(part), spans), limits)

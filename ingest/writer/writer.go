@@ -288,15 +288,16 @@ func insertRequest(tx *store.Tx, events []trace.Event, received time.Time) (map[
 	if err := tx.Savepoint(); err != nil {
 		return nil, nil, res, err
 	}
-	for _, ev := range events {
-		seq, inserted, err := tx.InsertEvent(ev, received)
-		if err != nil {
-			if rbErr := tx.RollbackTo(); rbErr != nil {
-				return nil, nil, res, errors.Join(err, errSavepointLost, rbErr)
-			}
-			return nil, nil, Result{}, err
+	seqs, err := tx.InsertEvents(events, received)
+	if err != nil {
+		if rbErr := tx.RollbackTo(); rbErr != nil {
+			return nil, nil, res, errors.Join(err, errSavepointLost, rbErr)
 		}
-		if !inserted {
+		return nil, nil, Result{}, err
+	}
+	for i, ev := range events {
+		seq := seqs[i]
+		if seq == 0 {
 			res.Duplicates++
 			continue
 		}
@@ -320,34 +321,125 @@ type analysis struct {
 	entities    []entityFold          // likewise
 }
 
-// entityEvents returns every event of an entity: those of this commit,
-// parsed already, and the older ones, read back from the log, or, for an
-// execution the cache knows, from the cache (an execution's own events
-// grow with its traces, and would be parsed again at every commit).
-func entityEvents(tx *store.Tx, entity string, fresh []trace.Event, cache *runCache) ([]trace.Event, error) {
-	if older, ok := cache.entityEvents(entity); ok {
-		events := make([]trace.Event, 0, len(older)+len(fresh))
-		return append(append(events, older...), fresh...), nil
+// entityEvents returns every event of each touched entity: those of this
+// commit, parsed already (touched, every one of them stored), and the older
+// ones, read back from the log in one query, or, for an execution the cache
+// knows, from the cache (an
+// execution's own events grow with its traces, and would be parsed again
+// at every commit).
+func entityEvents(tx *store.Tx, touched map[string][]trace.Event, cache *runCache) (map[string][]trace.Event, error) {
+	all := make(map[string][]trace.Event, len(touched))
+	var unknown []string
+	for entity, fresh := range touched {
+		if older, ok := cache.entityEvents(entity); ok {
+			events := make([]trace.Event, 0, len(older)+len(fresh))
+			all[entity] = append(append(events, older...), fresh...)
+			continue
+		}
+		unknown = append(unknown, entity)
 	}
-	stored, err := tx.EntityEvents(entity)
+	sort.Strings(unknown)
+	// Most entities have no events but this commit's: counting the events
+	// of each, from the index, finds those that have others to read.
+	counts, err := tx.EntityEventCounts(unknown)
 	if err != nil {
 		return nil, err
 	}
-	byID := make(map[string]trace.Event, len(fresh))
-	for _, ev := range fresh {
-		byID[ev.ID] = ev
+	var older []string
+	for _, entity := range unknown {
+		if counts[entity] > len(touched[entity]) {
+			older = append(older, entity)
+		} else {
+			all[entity] = touched[entity]
+		}
 	}
-	events := make([]trace.Event, 0, len(stored))
-	for _, b := range stored {
-		ev, ok := byID[b.ID]
-		if !ok {
-			if ev, err = ingest.ParseStored(b.Body); err != nil {
+	stored, err := tx.EntitiesEvents(older)
+	if err != nil {
+		return nil, err
+	}
+	for _, entity := range older {
+		fresh := touched[entity]
+		isFresh := make(map[string]bool, len(fresh))
+		for _, ev := range fresh {
+			isFresh[ev.ID] = true
+		}
+		events := make([]trace.Event, 0, len(stored[entity]))
+		for _, b := range stored[entity] {
+			if isFresh[b.ID] {
+				continue
+			}
+			ev, err := ingest.ParseStored(b.Body)
+			if err != nil {
 				return nil, fmt.Errorf("ingest: stored event of %q no longer parses: %w", entity, err)
 			}
+			events = append(events, ev)
 		}
-		events = append(events, ev)
+		all[entity] = append(events, fresh...)
 	}
-	return events, nil
+	return all, nil
+}
+
+// numberNewSteps folds the attempts of the touched steps that have none
+// stored yet, and numbers those identified by their span as RenumberStep
+// would once they were stored: they are then stored together in a few
+// statements, rather than each under a placeholder that RenumberStep
+// moves. Attempts of other steps are not in the map.
+func numberNewSteps(tx *store.Tx, touched, all map[string][]trace.Event) (map[string]store.NumberedAttempt, error) {
+	bySteps := map[store.StepRef][]string{} // step -> its attempts' entities
+	for entity, fresh := range touched {
+		if fresh[0].Type != trace.EventAttempt {
+			continue
+		}
+		// An attempt's entity names its step, so every event of it does.
+		ref := store.StepRef{ExecutionID: fresh[0].Attempt.ExecutionID, StepID: fresh[0].Attempt.StepID}
+		bySteps[ref] = append(bySteps[ref], entity)
+	}
+	if len(bySteps) == 0 {
+		return nil, nil
+	}
+	refs := make([]store.StepRef, 0, len(bySteps))
+	for ref := range bySteps {
+		refs = append(refs, ref)
+	}
+	stored, err := tx.StepsWithAttempts(refs)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]store.NumberedAttempt{}
+steps:
+	for ref, entities := range bySteps {
+		if stored[ref] {
+			continue
+		}
+		folded := make([]trace.Attempt, len(entities))
+		var sent []int
+		var bySpan []trace.Attempt
+		spans := map[string]bool{}
+		for i, entity := range entities {
+			a := trace.FoldAttempt(all[entity])
+			folded[i] = a
+			if a.Number != 0 {
+				sent = append(sent, a.Number)
+				continue
+			}
+			span := a.TraceID + "/" + a.SpanID
+			if a.SpanID == "" || spans[span] {
+				continue steps // not told apart by its span: left to PutAttempt
+			}
+			spans[span] = true
+			bySpan = append(bySpan, a)
+		}
+		numbers := trace.NumberSpanAttempts(sent, bySpan)
+		for i, entity := range entities {
+			a := folded[i]
+			derived := a.Number == 0
+			if derived {
+				a.Number = numbers[a.TraceID+"/"+a.SpanID]
+			}
+			out[entity] = store.NumberedAttempt{Attempt: a, Derived: derived}
+		}
+	}
+	return out, nil
 }
 
 // materialise refolds and re-audits; fed is the writer's set of providers
@@ -374,16 +466,53 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 		return tx.EnsureExecution(id)
 	}
 
+	// noteAttempt records what a stored attempt changed.
+	noteAttempt := func(a trace.Attempt) {
+		ref := store.StepRef{ExecutionID: a.ExecutionID, StepID: a.StepID}
+		ch.steps[ref] = true
+		if a.TraceID != "" && a.TraceID != a.ExecutionID {
+			renamedTraces[a.TraceID] = true
+		}
+		executions[a.ExecutionID] = true
+		steps = append(steps, ref)
+		if changedSteps[a.ExecutionID] == nil {
+			changedSteps[a.ExecutionID] = map[string]bool{}
+		}
+		changedSteps[a.ExecutionID][a.StepID] = true
+		if a.IdempotencyKey != "" {
+			keys[a.IdempotencyKey] = true
+		}
+	}
+
 	entities := make([]string, 0, len(touched))
 	for e := range touched {
 		entities = append(entities, e)
 	}
 	sort.Strings(entities) // a fixed order keeps lock and write patterns stable
+	all, err := entityEvents(tx, touched, cache)
+	if err != nil {
+		return out, err
+	}
+	numbered, err := numberNewSteps(tx, touched, all)
+	if err != nil {
+		return out, err
+	}
+	// Stored together before the other entities, as attempts' entities
+	// sort first: an effect folded below finds them by their trace.
+	newAttempts := make([]store.NumberedAttempt, 0, len(numbered))
 	for _, entity := range entities {
-		events, err := entityEvents(tx, entity, touched[entity], cache)
-		if err != nil {
-			return out, err
+		if n, ok := numbered[entity]; ok {
+			if err := ensure(n.Attempt.ExecutionID); err != nil {
+				return out, err
+			}
+			newAttempts = append(newAttempts, n)
 		}
+	}
+	if err := tx.PutNumberedAttempts(newAttempts); err != nil {
+		return out, err
+	}
+	for _, entity := range entities {
+		events := all[entity]
 		// A refold may change an attempt's key or what an effect names, and
 		// whatever the entity named before must be re-audited as well;
 		// every value it ever had came from one of its events. Every
@@ -418,6 +547,10 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 			}
 			executions[x.ID] = true
 		case trace.EventAttempt:
+			if n, ok := numbered[entity]; ok {
+				noteAttempt(n.Attempt) // stored above
+				continue
+			}
 			a := trace.FoldAttempt(events)
 			if err := ensure(a.ExecutionID); err != nil {
 				return out, err
@@ -436,22 +569,10 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 			if err := tx.PutAttempt(a); err != nil {
 				return out, err
 			}
-			ch.steps[store.StepRef{ExecutionID: a.ExecutionID, StepID: a.StepID}] = true
 			if a.Number == 0 {
 				renumber = append(renumber, store.StepRef{ExecutionID: a.ExecutionID, StepID: a.StepID})
 			}
-			if a.TraceID != "" && a.TraceID != a.ExecutionID {
-				renamedTraces[a.TraceID] = true
-			}
-			executions[a.ExecutionID] = true
-			steps = append(steps, store.StepRef{ExecutionID: a.ExecutionID, StepID: a.StepID})
-			if changedSteps[a.ExecutionID] == nil {
-				changedSteps[a.ExecutionID] = map[string]bool{}
-			}
-			changedSteps[a.ExecutionID][a.StepID] = true
-			if a.IdempotencyKey != "" {
-				keys[a.IdempotencyKey] = true
-			}
+			noteAttempt(a)
 		case trace.EventSpan:
 			sp := trace.FoldSpan(events)
 			if err := ensure(sp.ExecutionID); err != nil {

@@ -136,6 +136,10 @@ func (e *engine) Migrations() fs.FS {
 
 func (e *engine) Rebind(query string) string { return rebind(query) }
 
+// BeginWrite is a plain BEGIN: the advisory lock (WriteLock) that follows
+// it serialises writers.
+func (e *engine) BeginWrite() string { return `BEGIN` }
+
 // ReadTx is REPEATABLE READ: one snapshot for the whole transaction.
 func (e *engine) ReadTx() *sql.TxOptions {
 	return &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}

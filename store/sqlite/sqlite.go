@@ -84,8 +84,8 @@ func (e *engine) Connect(ctx context.Context) (write, read *sql.DB, err error) {
 	if !e.create {
 		dsn += "&mode=rw"
 	}
-	// The writer begins IMMEDIATE so that a transaction never has to
-	// upgrade its lock half way.
+	// The writer's transactions begin IMMEDIATE (BeginWrite); so do any
+	// database/sql ones on its pool (migrations).
 	write, err = sql.Open("sqlite", dsn+"&_txlock=immediate")
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: open %s: %w", e.path, err)
@@ -146,6 +146,10 @@ func (e *engine) Migrations() fs.FS {
 // Rebind keeps the store's queries as they are: they are written in
 // SQLite's dialect.
 func (e *engine) Rebind(query string) string { return query }
+
+// BeginWrite takes the write lock at once, so that a transaction never has
+// to upgrade its lock half way.
+func (e *engine) BeginWrite() string { return `BEGIN IMMEDIATE` }
 
 // ReadTx is a plain transaction: in WAL mode it is one snapshot, taken at
 // its first statement.
