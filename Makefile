@@ -6,7 +6,7 @@ DB      ?= oncetrace.db
 ADDR    ?= 127.0.0.1:8080
 FUZZTIME ?= 10s
 
-.PHONY: run test unit fuzz bench build lint generate check-generated clean fixtures axe
+.PHONY: run test unit fuzz bench bench-compare build lint generate check-generated clean fixtures axe
 
 ## run: serve the UI and APIs on $(ADDR) with the SQLite file $(DB), the demo loaded once
 run:
@@ -45,6 +45,10 @@ fuzz:
 bench:
 	$(GO) run ./cmd/oncebench all
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+## bench-compare: OTLP ingest against Jaeger v1.76 with Badger, the same requests to each, interleaved, medians of 3, against issue 14's goals (builds Jaeger once, ~5 min, then cached)
+bench-compare:
+	$(GO) run ./cmd/oncebench compare
 
 ## build: a static binary in bin/
 build:

@@ -298,7 +298,7 @@ func postOTLPJSON(client *http.Client, srv *server, clients [][][]byte, spans in
 }
 
 // otlpJSONRequests builds each client's OTLP JSON bodies: framework-shaped
-// agent runs (random-looking trace ids, as SDKs send), 100 spans a request.
+// agent runs (random trace ids, as SDKs send), 100 spans a request.
 func otlpJSONRequests(spans, clients int) ([][][]byte, error) {
 	const perRequest = 100 / spansPerTrace
 	traces := spans / spansPerTrace
@@ -312,7 +312,7 @@ func otlpJSONRequests(spans, clients int) ([][][]byte, error) {
 		rs.Resource().Attributes().PutStr("service.instance.id", fmt.Sprintf("worker-%d", client))
 		out := rs.ScopeSpans().AppendEmpty().Spans()
 		for i := first; i < min(first+perRequest, traces); i++ {
-			frameworkRun(out, uint64(i), base.Add(time.Duration(i)*time.Second))
+			frameworkRun(out, uint64(i), randomIDs(uint64(i)), base.Add(time.Duration(i)*time.Second))
 		}
 		b, err := req.MarshalJSON()
 		if err != nil {

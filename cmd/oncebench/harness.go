@@ -107,6 +107,11 @@ func processCPU() time.Duration {
 	if err != nil {
 		return -1
 	}
+	return statCPU(stat)
+}
+
+// statCPU is the user and system CPU in a /proc/PID/stat, or -1.
+func statCPU(stat []byte) time.Duration {
 	// Fields after the command name, which is in parentheses and may hold
 	// spaces: utime and stime are the 12th and 13th.
 	end := bytes.LastIndexByte(stat, ')')

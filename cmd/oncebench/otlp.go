@@ -5,9 +5,11 @@ import (
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -28,12 +30,46 @@ type otlpConfig struct {
 	spans, batch, clients int
 	gzip                  bool
 	shape                 string // oncetrace, framework or both
+	sequentialIDs         bool
 }
 
 // A shape is how one agent run's ten spans look: agentRun's carry
 // oncetrace.* attributes, frameworkRun's only what the Vercel AI SDK and
 // the HTTP instrumentation export on their own.
-var shapes = map[string]func(ptrace.SpanSlice, uint64, time.Time) int{"oncetrace": agentRun, "framework": frameworkRun}
+var shapes = map[string]shape{"oncetrace": agentRun, "framework": frameworkRun}
+
+// A shape appends agent run n's spans, with ids as its trace and span ids,
+// and returns its effect events.
+type shape func(out ptrace.SpanSlice, n uint64, ids runIDs, start time.Time) int
+
+// runIDs are one agent run's trace id and the first seven bytes of each of
+// its span ids (the eighth numbers the span within the run).
+type runIDs struct {
+	trace pcommon.TraceID
+	span  [7]byte
+}
+
+// randomIDs draws a run's ids at random, as OpenTelemetry SDKs do: stores
+// keyed by trace id then see keys scattered over the index, not appended.
+func randomIDs(uint64) runIDs {
+	var ids runIDs
+	binary.BigEndian.PutUint64(ids.trace[:8], rand.Uint64())
+	binary.BigEndian.PutUint64(ids.trace[8:], rand.Uint64())
+	var span [8]byte
+	binary.BigEndian.PutUint64(span[:], rand.Uint64())
+	copy(ids.span[:], span[:7])
+	return ids
+}
+
+// sequentialIDs numbers runs in order, as oncebench did before issue 14;
+// it about doubles oncetrace's figure over what real SDKs get (-sequential-ids).
+func sequentialIDs(n uint64) runIDs {
+	var ids runIDs
+	ids.trace[0] = 0x0b
+	binary.BigEndian.PutUint64(ids.trace[8:], n)
+	ids.span = [7]byte{0x5e, byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}
+	return ids
+}
 
 // Each trace is one agent run of spansPerTrace spans, so a request of 100
 // spans holds whole traces: the mapping resolves parents and attempt ranks
@@ -48,6 +84,7 @@ func otlpFlags(args []string) (otlpConfig, error) {
 	fs.IntVar(&c.batch, "batch", 100, "spans a request (a multiple of 10: whole agent runs)")
 	fs.IntVar(&c.clients, "clients", 8, "concurrent clients")
 	fs.BoolVar(&c.gzip, "gzip", false, "gzip request bodies, as an exporter with compression does")
+	fs.BoolVar(&c.sequentialIDs, "sequential-ids", false, "number trace ids in order (the figure before issue 14) instead of drawing them at random as SDKs do")
 	fs.StringVar(&c.shape, "shape", "both", "span shape: oncetrace (oncetrace.* attributes), framework (the Vercel AI SDK's own attributes and HTTP client spans), or both, interleaved, with their ratio")
 	c.register(fs, "synchronous setting: normal or full", "a CI-sized run of a few seconds: -spans divided by 10")
 	if err := fs.Parse(args); err != nil {
@@ -72,6 +109,11 @@ func otlpFlags(args []string) (otlpConfig, error) {
 // with -shape both it runs the two shapes in turn, twice each, and prints
 // the framework-shaped figure over the oncetrace-shaped one.
 func runOTLP(c otlpConfig, dir string, out io.Writer) error {
+	if c.sequentialIDs {
+		fmt.Fprintln(out, "trace ids: sequential (-sequential-ids); real SDKs send random ones")
+	} else {
+		fmt.Fprintln(out, "trace ids: random, as SDKs send them (-sequential-ids for the old figure)")
+	}
 	fmt.Fprintln(out)
 	order := []string{c.shape}
 	if c.shape == "both" {
@@ -98,7 +140,11 @@ func runOTLP(c otlpConfig, dir string, out io.Writer) error {
 }
 
 func runOTLPShape(c otlpConfig, shape, path string, out io.Writer) (float64, error) {
-	bodies, spans, events, err := otlpRequests(c, shapes[shape])
+	ids := randomIDs
+	if c.sequentialIDs {
+		ids = sequentialIDs
+	}
+	bodies, spans, events, err := otlpRequests(c, shapes[shape], ids)
 	if err != nil {
 		return 0, err
 	}
@@ -128,7 +174,7 @@ func runOTLPShape(c otlpConfig, shape, path string, out io.Writer) (float64, err
 // root invoke_agent span, two model calls, three reads, and two writes
 // retried once after a timeout with one idempotency key, each write's
 // final attempt reporting its email as a span event.
-func otlpRequests(c otlpConfig, run func(ptrace.SpanSlice, uint64, time.Time) int) (bodies [][][]byte, spans, events int, err error) {
+func otlpRequests(c otlpConfig, run shape, ids func(n uint64) runIDs) (bodies [][][]byte, spans, events int, err error) {
 	traces := (c.spans + spansPerTrace - 1) / spansPerTrace
 	perRequest := c.batch / spansPerTrace
 	bodies = make([][][]byte, c.clients)
@@ -141,7 +187,7 @@ func otlpRequests(c otlpConfig, run func(ptrace.SpanSlice, uint64, time.Time) in
 		rs.Resource().Attributes().PutStr("service.instance.id", fmt.Sprintf("worker-%d", client))
 		out := rs.ScopeSpans().AppendEmpty().Spans()
 		for i := first; i < min(first+perRequest, traces); i++ {
-			e := run(out, uint64(i), base.Add(time.Duration(i)*time.Second))
+			e := run(out, uint64(i), ids(uint64(i)), base.Add(time.Duration(i)*time.Second))
 			spans += spansPerTrace
 			events += spansPerTrace + e
 		}
@@ -162,19 +208,14 @@ func otlpRequests(c otlpConfig, run func(ptrace.SpanSlice, uint64, time.Time) in
 }
 
 // agentRun appends one trace's spans and returns its effect events.
-func agentRun(out ptrace.SpanSlice, n uint64, start time.Time) int {
-	var traceID pcommon.TraceID
-	for i := range 8 {
-		traceID[8+i] = byte(n >> (8 * (7 - i)))
-	}
-	traceID[0] = 0x0b
+func agentRun(out ptrace.SpanSlice, n uint64, ids runIDs, start time.Time) int {
 	spanSeq := byte(0)
 	at := start
 	add := func(parent pcommon.SpanID, name string, d time.Duration) ptrace.Span {
 		spanSeq++
 		sp := out.AppendEmpty()
-		sp.SetTraceID(traceID)
-		sp.SetSpanID(pcommon.SpanID{0x5e, byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n), 0, 0, spanSeq})
+		sp.SetTraceID(ids.trace)
+		sp.SetSpanID(spanID(ids, spanSeq))
 		sp.SetParentSpanID(parent)
 		sp.SetName(name)
 		sp.SetKind(ptrace.SpanKindInternal)
@@ -245,19 +286,16 @@ func agentRun(out ptrace.SpanSlice, n uint64, start time.Time) int {
 // function id, two model calls each with its HTTP client span, one read
 // tool call with its HTTP client span, and one write tool call that timed out and was called again by the
 // model with a new call id and the same arguments, its second HTTP call
-// carrying the request's Idempotency-Key header. Ten spans, random-looking
-// trace ids as SDKs send them.
-func frameworkRun(out ptrace.SpanSlice, n uint64, start time.Time) int {
-	var traceID pcommon.TraceID
+// carrying the request's Idempotency-Key header. Ten spans.
+func frameworkRun(out ptrace.SpanSlice, n uint64, ids runIDs, start time.Time) int {
 	sum := sha256.Sum256([]byte(strconv.FormatUint(n, 10)))
-	copy(traceID[:], sum[:16])
 	spanSeq := byte(0)
 	at := start
 	add := func(parent pcommon.SpanID, name string, kind ptrace.SpanKind, d time.Duration) ptrace.Span {
 		spanSeq++
 		sp := out.AppendEmpty()
-		sp.SetTraceID(traceID)
-		sp.SetSpanID(pcommon.SpanID{sum[16], sum[17], sum[18], sum[19], sum[20], sum[21], sum[22], spanSeq})
+		sp.SetTraceID(ids.trace)
+		sp.SetSpanID(spanID(ids, spanSeq))
 		sp.SetParentSpanID(parent)
 		sp.SetName(name)
 		sp.SetKind(kind)
@@ -331,6 +369,14 @@ func frameworkRun(out ptrace.SpanSlice, n uint64, start time.Time) int {
 	}
 	root.SetEndTimestamp(pcommon.NewTimestampFromTime(at.Add(time.Second)))
 	return 0
+}
+
+// spanID is span seq of the run with ids.
+func spanID(ids runIDs, seq byte) pcommon.SpanID {
+	var id pcommon.SpanID
+	copy(id[:7], ids.span[:])
+	id[7] = seq
+	return id
 }
 
 // measureOTLP has each client post its bodies in order to a real server
