@@ -60,7 +60,7 @@ func (db *DB) ReadExecution(ctx context.Context, id string, orphans func(trace.R
 		if testHookAfterRunRead != nil {
 			testHookAfterRunRead()
 		}
-		if r.Findings, err = findings(ctx, tx, FindingFilter{ExecutionID: id}); err != nil {
+		if r.Findings, _, err = findings(ctx, tx, FindingFilter{ExecutionID: id}); err != nil {
 			return err
 		}
 		refs := make([]trace.EffectRef, len(r.Run.Effects))
@@ -123,7 +123,7 @@ func (db *DB) ReadKey(ctx context.Context, key string) (KeyRead, error) {
 		if r.Effects, _, err = effects(ctx, tx, EffectFilter{Key: key, Limit: MaxPageSize}); err != nil {
 			return err
 		}
-		r.Findings, err = findings(ctx, tx, FindingFilter{Key: key})
+		r.Findings, _, err = findings(ctx, tx, FindingFilter{Key: key})
 		return err
 	})
 	return r, err

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -173,15 +174,34 @@ type FindingFilter struct {
 	Key         string
 	Rule        trace.Rule
 	Severity    trace.Severity
+	Cursor      string // from a previous page's next (FindingsPage)
 	Limit       int
 }
 
-// Findings returns stored findings, critical first.
+// findingKey is the order findings are listed in: critical first
+// ("critical" sorts before "warning"), then by where they are; the
+// findings_order index (migration 0010) serves it. Findings with the same
+// key (rare) are ordered by their body, so that the order, and a page's
+// cursor, is the same on every instance and database holding the same
+// findings.
+var findingKey = []string{"severity", "execution_id", "step_id", "rule", "idempotency_key", "effect_provider", "effect_id"}
+
+// Findings returns every stored finding the filter selects (up to Limit
+// when set), critical first.
 func (db *DB) Findings(ctx context.Context, f FindingFilter) ([]trace.Finding, error) {
+	out, _, err := findings(ctx, db.read, f)
+	return out, err
+}
+
+// FindingsPage returns a page of findings, at most pageSize(f.Limit), and
+// the cursor of the next page ("" on the last one): a page costs the same
+// however many findings are stored.
+func (db *DB) FindingsPage(ctx context.Context, f FindingFilter) ([]trace.Finding, string, error) {
+	f.Limit = pageSize(f.Limit)
 	return findings(ctx, db.read, f)
 }
 
-func findings(ctx context.Context, q querier, f FindingFilter) ([]trace.Finding, error) {
+func findings(ctx context.Context, q querier, f FindingFilter) ([]trace.Finding, string, error) {
 	var where []string
 	var args []any
 	if f.ExecutionID != "" {
@@ -196,32 +216,110 @@ func findings(ctx context.Context, q querier, f FindingFilter) ([]trace.Finding,
 	if f.Severity != "" {
 		where, args = append(where, "severity = ?"), append(args, string(f.Severity))
 	}
-	query := `SELECT body FROM findings`
+	key := strings.Join(findingKey, ", ")
+	// A cursor is the last key shown and how many findings with that key
+	// were shown: the next page starts at that key and skips them.
+	var from []any
+	skip := 0
+	if f.Cursor != "" {
+		c, err := decodeKeyCursor(f.Cursor, len(findingKey)+1)
+		if err != nil {
+			return nil, "", err
+		}
+		n, ok := c[len(findingKey)].(int64)
+		if !ok || n < 0 {
+			return nil, "", ErrBadCursor
+		}
+		from, skip = c[:len(findingKey)], int(n)
+		where = append(where, "("+key+") >= ("+placeholders(len(from))+")")
+		args = append(args, from...)
+	}
+	query := `SELECT ` + key + `, body FROM findings`
 	if len(where) > 0 {
 		query += " WHERE " + strings.Join(where, " AND ")
 	}
-	query += ` ORDER BY severity = 'critical' DESC, execution_id, step_id, rule, idempotency_key, effect_provider, effect_id`
+	query += " ORDER BY " + key + ", body"
 	if f.Limit > 0 {
-		query += " LIMIT " + strconv.Itoa(f.Limit)
+		query += " LIMIT ? OFFSET ?"
+		args = append(args, f.Limit+1, skip)
 	}
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("store: findings: %w", err)
+		return nil, "", fmt.Errorf("store: findings: %w", err)
 	}
 	defer rows.Close()
 	out := []trace.Finding{}
+	var last []any
+	ties := 0 // findings shown with the key of the last one
 	for rows.Next() {
+		k := make([]string, len(findingKey))
+		dest := make([]any, 0, len(k)+1)
+		for i := range k {
+			dest = append(dest, &k[i])
+		}
 		var body []byte
-		if err := rows.Scan(&body); err != nil {
-			return nil, fmt.Errorf("store: findings: %w", err)
+		if err := rows.Scan(append(dest, &body)...); err != nil {
+			return nil, "", fmt.Errorf("store: findings: %w", err)
+		}
+		if f.Limit > 0 && len(out) == f.Limit {
+			return out, encodeKeyCursor(append(last, int64(ties))), nil
 		}
 		var fd trace.Finding
 		if err := json.Unmarshal(body, &fd); err != nil {
-			return nil, fmt.Errorf("store: findings: %w", err)
+			return nil, "", fmt.Errorf("store: findings: %w", err)
 		}
 		out = append(out, fd)
+		row := make([]any, len(k))
+		for i, v := range k {
+			row[i] = v
+		}
+		switch {
+		case last != nil && slices.Equal(k, keyStrings(last)):
+			ties++
+		case last == nil && from != nil && slices.Equal(k, keyStrings(from)):
+			ties = skip + 1 // the page began among findings of the cursor's key
+		default:
+			ties = 1
+		}
+		last = row
 	}
-	return out, rows.Err()
+	return out, "", rows.Err()
+}
+
+func keyStrings(key []any) []string {
+	out := make([]string, len(key))
+	for i, v := range key {
+		out[i], _ = v.(string)
+	}
+	return out
+}
+
+// encodeKeyCursor and decodeKeyCursor carry a row's sort key from one page
+// to the next, as JSON: strings stay strings, numbers become int64.
+func encodeKeyCursor(key []any) string {
+	b, _ := json.Marshal(key)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeKeyCursor(c string, n int) ([]any, error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return nil, ErrBadCursor
+	}
+	var raw []any
+	if err := json.Unmarshal(b, &raw); err != nil || len(raw) != n {
+		return nil, ErrBadCursor
+	}
+	for i, v := range raw {
+		switch v := v.(type) {
+		case string:
+		case float64:
+			raw[i] = int64(v)
+		default:
+			return nil, ErrBadCursor
+		}
+	}
+	return raw, nil
 }
 
 // EffectRow is an effect with its match state.

@@ -68,11 +68,15 @@ type findingQuery struct {
 	Rule        string `query:"rule"`
 	Severity    string `query:"severity"`
 	Limit       string `query:"limit"`
+	Cursor      string `query:"cursor"`
 }
 
+// findingListResponse is a page of findings: Critical counts the critical
+// ones in it (they come first), Next is the cursor of the next page.
 type findingListResponse struct {
 	Findings []trace.Finding `json:"findings"`
 	Critical int             `json:"critical"`
+	Next     string          `json:"next,omitempty"`
 }
 
 // handleFindingList is GET /api/v1/findings: the audit across executions.
@@ -84,7 +88,7 @@ func (s *Server) handleFindingList(c echo.Context) error {
 	if err := bindQuery(c, &q); err != nil {
 		return err
 	}
-	f := store.FindingFilter{ExecutionID: q.ExecutionID, Rule: trace.Rule(q.Rule), Severity: trace.Severity(q.Severity)}
+	f := store.FindingFilter{ExecutionID: q.ExecutionID, Rule: trace.Rule(q.Rule), Severity: trace.Severity(q.Severity), Cursor: q.Cursor}
 	if _, known := trace.Severities[f.Rule]; q.Rule != "" && !known {
 		return badQuery("rule: unknown rule " + q.Rule)
 	}
@@ -97,9 +101,9 @@ func (s *Server) handleFindingList(c echo.Context) error {
 			return err
 		}
 	}
-	findings, err := s.cfg.DB.Findings(c.Request().Context(), f)
+	findings, next, err := s.cfg.DB.FindingsPage(c.Request().Context(), f)
 	if err != nil {
-		return err
+		return err // a bad cursor is a 400 (server.go)
 	}
-	return c.JSON(http.StatusOK, findingListResponse{Findings: findings, Critical: trace.CriticalCount(findings)})
+	return c.JSON(http.StatusOK, findingListResponse{Findings: findings, Critical: trace.CriticalCount(findings), Next: next})
 }

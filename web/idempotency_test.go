@@ -563,15 +563,30 @@ func (s *testServer) snapshot(t *testing.T) *snapshot {
 		}
 		cursor = list.Next
 	}
-	data := s.get(t, "/api/v1/findings")
-	snap.add("findings", data)
-	var fs struct {
-		Findings []json.RawMessage `json:"findings"`
+	// Findings in pages of 20, so that the cursors are compared too, and
+	// all of them together as "findings".
+	var all []json.RawMessage
+	for cursor := ""; ; {
+		data := s.get(t, "/api/v1/findings?limit=20&cursor="+url.QueryEscape(cursor))
+		snap.add("findings after "+cursor, data)
+		var fs struct {
+			Findings []json.RawMessage `json:"findings"`
+			Next     string            `json:"next"`
+		}
+		if err := json.Unmarshal(data, &fs); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, fs.Findings...)
+		if cursor = fs.Next; cursor == "" {
+			break
+		}
 	}
-	if err := json.Unmarshal(data, &fs); err != nil {
+	data, err := json.Marshal(map[string]any{"findings": all})
+	if err != nil {
 		t.Fatal(err)
 	}
-	snap.counts.findings = len(fs.Findings)
+	snap.add("findings", data)
+	snap.counts.findings = len(all)
 	return snap
 }
 

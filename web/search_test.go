@@ -180,7 +180,7 @@ func TestOtherListsRejectUnknownFilters(t *testing.T) {
 	}{
 		{"/api/v1/effects?recipient=jordan%40acme.dev", "recipient", []string{"provider", "state", "execution_id", "idempotency_key", "cursor", "limit"}},
 		{"/outbox?provider=mail&stat=orphan", "stat", []string{"provider", "state"}},
-		{"/api/v1/findings?rules=duplicate_effect", "rules", []string{"execution_id", "rule", "severity", "limit"}},
+		{"/api/v1/findings?rules=duplicate_effect", "rules", []string{"execution_id", "rule", "severity", "limit", "cursor"}},
 	} {
 		r := fetchPage(t, base+tt.path, false)
 		if r.status != http.StatusBadRequest {

@@ -124,11 +124,23 @@ func auditDB(ctx context.Context, path string, cfg trace.Config) ([]trace.Findin
 }
 
 func auditServer(ctx context.Context, server, token string) ([]trace.Finding, []string, error) {
-	var findings struct {
-		Findings []trace.Finding `json:"findings"`
-	}
-	if err := getServerJSON(ctx, server, token, "/api/v1/findings", nil, &findings); err != nil {
-		return nil, nil, err
+	var all []trace.Finding
+	for cursor := ""; ; {
+		var page struct {
+			Findings []trace.Finding `json:"findings"`
+			Next     string          `json:"next"`
+		}
+		q := url.Values{"limit": {"1000"}}
+		if cursor != "" {
+			q.Set("cursor", cursor)
+		}
+		if err := getServerJSON(ctx, server, token, "/api/v1/findings", q, &page); err != nil {
+			return nil, nil, err
+		}
+		all = append(all, page.Findings...)
+		if cursor = page.Next; cursor == "" {
+			break
+		}
 	}
 	var unverified []string
 	for cursor := ""; ; {
@@ -153,7 +165,7 @@ func auditServer(ctx context.Context, server, token string) ([]trace.Finding, []
 		}
 	}
 	sort.Strings(unverified)
-	return findings.Findings, unverified, nil
+	return all, unverified, nil
 }
 
 // getServerJSON decodes the JSON answer of GET server+path?query, sent with

@@ -409,7 +409,17 @@ func apiAnswers(t *testing.T, serverURL string) map[string][]byte {
 			break
 		}
 	}
-	get("/api/v1/findings")
+	for cursor := ""; ; {
+		var page struct {
+			Next string `json:"next"`
+		}
+		if err := json.Unmarshal(get("/api/v1/findings?limit=20&cursor="+url.QueryEscape(cursor)), &page); err != nil {
+			t.Fatal(err)
+		}
+		if cursor = page.Next; cursor == "" {
+			break
+		}
+	}
 	return answers
 }
 

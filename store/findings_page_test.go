@@ -1,0 +1,63 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/oncetrace/oncetrace/store"
+	"github.com/oncetrace/oncetrace/trace"
+)
+
+// TestFindingsPagesCoverEveryFindingOnce: paging the findings list by its
+// cursor, at sizes that cut between equal sort keys too, gives every
+// stored finding once, in the order of the unpaged list, critical first;
+// a cursor not issued by the store is refused.
+func TestFindingsPagesCoverEveryFindingOnce(t *testing.T) {
+	ctx := context.Background()
+	db, w := openDB(t)
+	var events []map[string]any
+	for i := range 12 {
+		id := fmt.Sprintf("exec_%02d", i)
+		events = append(events, executionEvents(id, base.Add(time.Duration(i)*time.Hour), 3, 2, 2)...)
+		events = append(events, retriedUnsafe(id, base.Add(time.Duration(i)*time.Hour))...)
+	}
+	write(t, w, events...)
+	all, err := db.Findings(ctx, store.FindingFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) < 24 || all[0].Severity != trace.SeverityCritical {
+		t.Fatalf("unpaged: got %d findings, first %v; want at least 24, critical first", len(all), all[0].Severity)
+	}
+	for _, size := range []int{1, 5, 7, 1000} {
+		var got []trace.Finding
+		pages := 0
+		for cursor := ""; ; {
+			page, next, err := db.FindingsPage(ctx, store.FindingFilter{Cursor: cursor, Limit: size})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(page) > size {
+				t.Fatalf("page of %d: got %d findings", size, len(page))
+			}
+			got, pages = append(got, page...), pages+1
+			if cursor = next; cursor == "" {
+				break
+			}
+		}
+		if !slices.EqualFunc(got, all, func(a, b trace.Finding) bool { return fmt.Sprint(a) == fmt.Sprint(b) }) {
+			t.Errorf("pages of %d: got %d findings in %d pages, want the %d of the unpaged list in its order", size, len(got), pages, len(all))
+		}
+	}
+	critical, _, err := db.FindingsPage(ctx, store.FindingFilter{Severity: trace.SeverityCritical, Limit: 1000})
+	if err != nil || len(critical) == 0 || len(critical) != trace.CriticalCount(all) {
+		t.Errorf("critical only: got %d, %v; want %d", len(critical), err, trace.CriticalCount(all))
+	}
+	if _, _, err := db.FindingsPage(ctx, store.FindingFilter{Cursor: "bm90IGEgY3Vyc29y"}); !errors.Is(err, store.ErrBadCursor) {
+		t.Errorf("a made-up cursor: got %v, want ErrBadCursor", err)
+	}
+}
