@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"maps"
 	"slices"
+	"time"
 )
 
 // RunAuditor analyses one execution again and again as it grows, and gives
@@ -30,24 +31,233 @@ type RunAuditor struct {
 	keyFindings  map[string][]Finding // key_collision and key_shared_across_executions, by key
 	states       map[EffectRef]MatchState
 	unattributed []Effect
-	effects      int // distinct effects
+	// effectSlots hold the run's effects by ref (the last of a ref in
+	// its list), so that the next run's are compared without a map of
+	// them built again; pass marks those a comparison has seen.
+	effectSlots map[EffectRef]*effectSlot
+	pass        uint64
+	gapSpans    gapSpans
+	counts      Counts // but Effects: the sum of its steps' (stepCounts)
+}
+
+// stepCounts is what one step adds to its run's Counts.
+func stepCounts(s Step) Counts {
+	return Run{Steps: []Step{s}}.countsWith(0)
+}
+
+func (c Counts) plus(d Counts) Counts {
+	return Counts{Steps: c.Steps + d.Steps, Attempts: c.Attempts + d.Attempts, Retries: c.Retries + d.Retries,
+		Dedupes: c.Dedupes + d.Dedupes, Replays: c.Replays + d.Replays, Effects: c.Effects + d.Effects}
+}
+
+func (c Counts) minus(d Counts) Counts {
+	return c.plus(Counts{Steps: -d.Steps, Attempts: -d.Attempts, Retries: -d.Retries, Dedupes: -d.Dedupes,
+		Replays: -d.Replays, Effects: -d.Effects})
+}
+
+// gapSpans are a run's attempts with a start as Gaps places them on the
+// axis, in its order, kept from one run to the next so that its crash gaps
+// are found again without the attempts gathered and sorted again.
+type gapSpans []gapSpan
+
+type gapSpan struct {
+	start, end time.Time
+	worker     string
+	finished   bool
+}
+
+func spanOf(a Attempt) gapSpan {
+	end := a.EndedAt
+	if end.Before(a.StartedAt) {
+		end = a.StartedAt // as Gaps: no end (zero) or an impossible one is a point
+	}
+	return gapSpan{a.StartedAt, end, a.Worker, a.Finished()}
+}
+
+func newGapSpans(r Run) gapSpans {
+	var out gapSpans
+	for _, s := range r.Steps {
+		for _, a := range s.Attempts {
+			if !a.StartedAt.IsZero() {
+				out = append(out, spanOf(a))
+			}
+		}
+	}
+	slices.SortStableFunc(out, func(a, b gapSpan) int { return a.start.Compare(b.start) })
+	return out
+}
+
+// update takes the lost attempts out and puts the gained in where Gaps'
+// stable sort puts them. It fails, leaving gs to be built again, when a
+// start it moves is shared: among equal starts Gaps keeps step order,
+// which positions alone do not tell.
+func (gs *gapSpans) update(lost, gained []Attempt) bool {
+	find := func(t time.Time) (lo, hi int) {
+		lo, _ = slices.BinarySearchFunc(*gs, t, func(sp gapSpan, t time.Time) int { return sp.start.Compare(t) })
+		for hi = lo; hi < len(*gs) && (*gs)[hi].start.Equal(t); hi++ {
+		}
+		return lo, hi
+	}
+	for _, a := range lost {
+		if a.StartedAt.IsZero() {
+			continue
+		}
+		lo, hi := find(a.StartedAt)
+		if hi-lo != 1 || (*gs)[lo] != spanOf(a) {
+			return false
+		}
+		*gs = slices.Delete(*gs, lo, hi)
+	}
+	for _, a := range gained {
+		if a.StartedAt.IsZero() {
+			continue
+		}
+		lo, hi := find(a.StartedAt)
+		if hi != lo {
+			return false
+		}
+		*gs = slices.Insert(*gs, lo, spanOf(a))
+	}
+	return true
+}
+
+// crashGaps is crashGaps(Gaps(r, cfg)) for the run gs holds the spans of,
+// the same walk along the axis.
+func (gs gapSpans) crashGaps(cfg Config) []Gap {
+	if len(gs) == 0 {
+		return nil
+	}
+	cfg = cfg.withDefaults()
+	var out []Gap
+	covered := gs[0].end
+	workerBefore := gs[0].worker
+	unfinished := !gs[0].finished
+	for _, sp := range gs[1:] {
+		if sp.start.Sub(covered) > cfg.GapThreshold {
+			if unfinished || (workerBefore != "" && sp.worker != "" && workerBefore != sp.worker) {
+				out = append(out, Gap{Start: covered, End: sp.start, Kind: GapCrash, WorkerBefore: workerBefore, WorkerAfter: sp.worker})
+			}
+			unfinished = false
+		}
+		if !sp.end.Before(covered) {
+			covered = sp.end
+			workerBefore = sp.worker
+		}
+		if !sp.finished {
+			unfinished = true
+		}
+	}
+	return out
+}
+
+type effectSlot struct {
+	effect Effect
+	pass   uint64
+}
+
+// diffEffects marks the effects of es that differ from the last run's, or
+// that it lacked or had and es lacks, and their keys, and brings
+// effectSlots up to date.
+func (ra *RunAuditor) diffEffects(es []Effect, dirtyEffects map[EffectRef]bool, dirtyKeys map[string]bool) {
+	ra.pass++
+	dirty := func(ref EffectRef, key string) {
+		dirtyEffects[ref] = true
+		if key != "" {
+			dirtyKeys[key] = true
+		}
+	}
+	var added []Effect
+	seen := 0
+	for _, e := range es {
+		ref := e.Ref()
+		slot, ok := ra.effectSlots[ref]
+		switch {
+		case !ok:
+			dirty(ref, e.IdempotencyKey)
+			added = append(added, e)
+		case slot.pass == ra.pass: // a ref twice in the list
+			dirty(ref, e.IdempotencyKey)
+			slot.effect = e
+		default:
+			seen++
+			slot.pass = ra.pass
+			if !sameEffect(slot.effect, e) {
+				dirty(ref, e.IdempotencyKey)
+				dirty(ref, slot.effect.IdempotencyKey)
+				slot.effect = e
+			}
+		}
+	}
+	if seen < len(ra.effectSlots) {
+		for ref, slot := range ra.effectSlots {
+			if slot.pass != ra.pass { // effects gone
+				dirty(ref, slot.effect.IdempotencyKey)
+				delete(ra.effectSlots, ref)
+			}
+		}
+	}
+	for _, e := range added {
+		if slot, ok := ra.effectSlots[e.Ref()]; ok {
+			slot.effect = e
+		} else {
+			ra.effectSlots[e.Ref()] = &effectSlot{effect: e, pass: ra.pass}
+		}
+	}
+}
+
+func newEffectSlots(es []Effect) map[EffectRef]*effectSlot {
+	slots := make(map[EffectRef]*effectSlot, len(es))
+	for _, e := range es {
+		if slot, ok := slots[e.Ref()]; ok {
+			slot.effect = e
+		} else {
+			slots[e.Ref()] = &effectSlot{effect: e}
+		}
+	}
+	return slots
+}
+
+// narrowEffectIndex is newEffectIndex(r) for the effects es alone, of a
+// run without spans: it holds only the keys, steps and span ids they name.
+func narrowEffectIndex(r Run, es []Effect) effectIndex {
+	ix := effectIndex{run: r, spans: spanTree{attempts: map[string]Attempt{}}, keySenders: map[string][]keySender{},
+		steps: map[string]bool{}, peers: peerIndex{}}
+	if len(es) == 0 {
+		return ix
+	}
+	keys, steps, spans := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	for _, e := range es {
+		keys[e.IdempotencyKey] = e.IdempotencyKey != ""
+		steps[e.StepID] = true
+		spans[e.SpanID] = e.SpanID != ""
+	}
+	for _, s := range r.Steps {
+		if steps[s.ID] {
+			ix.steps[s.ID] = true
+		}
+		for _, a := range s.Attempts {
+			if a.SpanID != "" && spans[a.SpanID] {
+				ix.spans.attempts[a.SpanID] = a
+			}
+			if k := a.IdempotencyKey; k != "" && keys[k] {
+				ix.keySenders[k] = append(ix.keySenders[k], keySender{stepID: s.ID, provider: a.Provider})
+			}
+		}
+	}
+	for _, p := range r.Peers {
+		if k := p.IdempotencyKey; k != "" && keys[k] {
+			ix.peers[k] = append(ix.peers[k], p)
+		}
+	}
+	return ix
 }
 
 // Analyse returns AnalyseRun(r, cfg), recomputing only what changed since
 // the last run it analysed.
 func (ra *RunAuditor) Analyse(r Run, cfg Config) RunAnalysis {
-	var index *effectIndex
-	ix := func() *effectIndex {
-		if index == nil {
-			i := newEffectIndex(r)
-			index = &i
-		}
-		return index
-	}
-	crash := crashGaps(Gaps(r, cfg.withDefaults()))
 	if !ra.ready || ra.cfg != cfg || ra.run.Execution.ID != r.Execution.ID || len(r.Spans) > 0 || len(ra.run.Spans) > 0 ||
-		!maps.Equal(ra.run.FedProviders, r.FedProviders) || !slices.Equal(ra.crash, crash) {
-		return ra.full(r, cfg, *ix(), crash)
+		!maps.Equal(ra.run.FedProviders, r.FedProviders) {
+		return ra.full(r, cfg)
 	}
 
 	// What differs: steps, effects, peers, and the keys they carry.
@@ -60,57 +270,74 @@ func (ra *RunAuditor) Analyse(r Run, cfg Config) RunAnalysis {
 			}
 		}
 	}
-	before := make(map[string]*Step, len(ra.run.Steps))
-	for i := range ra.run.Steps {
-		before[ra.run.Steps[i].ID] = &ra.run.Steps[i]
-	}
+	// Steps keep their order from one run to the next but for the
+	// changed ones: they are compared by position while they line up, by
+	// id from the first that does not.
+	// lost and gained are the attempts of the changed steps before and
+	// now; ordered, whether the other steps kept their order.
+	oldSteps := ra.run.Steps
+	var before map[string]int
+	var lost, gained []Attempt
+	var lostSteps, gainedSteps []Step
+	ordered, last := true, -1
+	j := 0
 	for i := range r.Steps {
 		s := &r.Steps[i]
-		old, ok := before[s.ID]
-		if ok && sameStep(*old, *s) {
-			delete(before, s.ID)
+		at := -1
+		if before == nil && j < len(oldSteps) && oldSteps[j].ID == s.ID {
+			at = j
+			j++
+		} else {
+			if before == nil {
+				before = make(map[string]int, len(oldSteps)-j)
+				for k := j; k < len(oldSteps); k++ {
+					before[oldSteps[k].ID] = k
+				}
+			}
+			if k, ok := before[s.ID]; ok {
+				at = k
+				delete(before, s.ID)
+			}
+		}
+		if at >= 0 && sameStep(oldSteps[at], *s) {
+			ordered = ordered && at > last
+			last = at
 			continue
 		}
 		dirtySteps[s.ID] = true
 		addKeys(s.Attempts)
-		if ok {
-			addKeys(old.Attempts)
-			delete(before, s.ID)
+		gained = append(gained, s.Attempts...)
+		gainedSteps = append(gainedSteps, *s)
+		if at >= 0 {
+			addKeys(oldSteps[at].Attempts)
+			lost = append(lost, oldSteps[at].Attempts...)
+			lostSteps = append(lostSteps, oldSteps[at])
 		}
 	}
-	for id, old := range before { // steps gone
-		dirtySteps[id] = true
+	gone := func(old Step) {
+		dirtySteps[old.ID] = true
 		addKeys(old.Attempts)
+		lost = append(lost, old.Attempts...)
+		lostSteps = append(lostSteps, old)
+	}
+	if before == nil {
+		for k := j; k < len(oldSteps); k++ {
+			gone(oldSteps[k])
+		}
+	}
+	for _, k := range before {
+		gone(oldSteps[k])
+	}
+	if !ordered || !ra.gapSpans.update(lost, gained) {
+		ra.gapSpans = newGapSpans(r)
+	}
+	crash := ra.gapSpans.crashGaps(cfg)
+	if !slices.Equal(ra.crash, crash) {
+		return ra.full(r, cfg)
 	}
 	dirtyEffects := map[EffectRef]bool{}
-	var oldEffects map[EffectRef]Effect
 	if !sameSlice(ra.run.Effects, r.Effects) {
-		oldEffects = make(map[EffectRef]Effect, len(ra.run.Effects))
-		for _, e := range ra.run.Effects {
-			oldEffects[e.Ref()] = e
-		}
-	}
-	for _, e := range r.Effects {
-		if oldEffects == nil {
-			break
-		}
-		old, ok := oldEffects[e.Ref()]
-		if !ok || !sameEffect(old, e) {
-			dirtyEffects[e.Ref()] = true
-			if e.IdempotencyKey != "" {
-				dirtyKeys[e.IdempotencyKey] = true
-			}
-			if ok && old.IdempotencyKey != "" {
-				dirtyKeys[old.IdempotencyKey] = true
-			}
-		}
-		delete(oldEffects, e.Ref())
-	}
-	for ref, old := range oldEffects { // effects gone
-		dirtyEffects[ref] = true
-		if old.IdempotencyKey != "" {
-			dirtyKeys[old.IdempotencyKey] = true
-		}
+		ra.diffEffects(r.Effects, dirtyEffects, dirtyKeys)
 	}
 	if !sameSlice(ra.run.Peers, r.Peers) && !slices.EqualFunc(ra.run.Peers, r.Peers, sameAttempt) {
 		addKeys(ra.run.Peers)
@@ -129,13 +356,17 @@ func (ra *RunAuditor) Analyse(r Run, cfg Config) RunAnalysis {
 			delete(effectStep, ref)
 		}
 	}
+	var rematch []Effect
 	for _, e := range r.Effects {
-		ref := e.Ref()
-		if !dirtyEffects[ref] && !dirtyKeys[e.IdempotencyKey] && !dirtySteps[e.StepID] {
-			continue
+		if dirtyEffects[e.Ref()] || dirtyKeys[e.IdempotencyKey] || dirtySteps[e.StepID] {
+			rematch = append(rematch, e)
 		}
+	}
+	ix := narrowEffectIndex(r, rematch)
+	for _, e := range rematch {
+		ref := e.Ref()
 		old, had := effectStep[ref]
-		step, ok := ix().step(e)
+		step, ok := ix.step(e)
 		switch {
 		case ok && (!had || step != old):
 			effectStep[ref] = step
@@ -185,43 +416,56 @@ func (ra *RunAuditor) Analyse(r Run, cfg Config) RunAnalysis {
 	for _, e := range unattributed {
 		ra.states[e.Ref()] = MatchOrphan
 	}
-	if !sameSlice(ra.run.Effects, r.Effects) {
-		ra.effects = distinctEffects(r.Effects)
-	}
 
 	// Findings: the step rules again for the steps whose attempts or
 	// effects changed or whose keys did; the key rules for those keys.
+	// The key rules read only the steps that sent the keys: they are
+	// given those alone.
 	au := newAuditor(r, cfg, stepEffects)
 	au.gaps = crash
+	var again, keySteps []Step
 	for _, s := range r.Steps {
-		if !dirtySteps[s.ID] && slices.ContainsFunc(s.Attempts, func(a Attempt) bool { return dirtyKeys[a.IdempotencyKey] }) {
+		sends := len(dirtyKeys) > 0 && slices.ContainsFunc(s.Attempts, func(a Attempt) bool { return dirtyKeys[a.IdempotencyKey] })
+		if sends {
+			keySteps = append(keySteps, s)
 			dirtySteps[s.ID] = true
+		}
+		if dirtySteps[s.ID] {
+			again = append(again, s)
 		}
 	}
 	for id := range dirtySteps {
 		delete(ra.stepFindings, id) // changed or gone
 	}
-	for _, s := range r.Steps {
-		if dirtySteps[s.ID] {
-			if fs := au.stepFindings(s); len(fs) > 0 {
-				ra.stepFindings[s.ID] = fs
-			}
+	for _, s := range again {
+		if fs := au.stepFindings(s); len(fs) > 0 {
+			ra.stepFindings[s.ID] = fs
 		}
 	}
 	if len(dirtyKeys) > 0 {
 		for k := range dirtyKeys {
 			delete(ra.keyFindings, k)
 		}
-		for k, fs := range au.keyFindings(dirtyKeys) {
+		byKey := au
+		byKey.run.Steps = keySteps
+		for k, fs := range byKey.keyFindings(dirtyKeys) {
 			ra.keyFindings[k] = fs
 		}
+	}
+	for _, s := range lostSteps {
+		ra.counts = ra.counts.minus(stepCounts(s))
+	}
+	for _, s := range gainedSteps {
+		ra.counts = ra.counts.plus(stepCounts(s))
 	}
 	ra.run, ra.crash = r, crash
 	return ra.result(r, unattributed)
 }
 
 // full audits the whole run and keeps what the next call needs.
-func (ra *RunAuditor) full(r Run, cfg Config, ix effectIndex, crash []Gap) RunAnalysis {
+func (ra *RunAuditor) full(r Run, cfg Config) RunAnalysis {
+	ix := newEffectIndex(r)
+	crash := crashGaps(Gaps(r, cfg.withDefaults()))
 	stepEffects := ix.stepEffects()
 	effectStep := make(map[EffectRef]string, len(r.Effects))
 	for step, es := range stepEffects {
@@ -240,7 +484,7 @@ func (ra *RunAuditor) full(r Run, cfg Config, ix effectIndex, crash []Gap) RunAn
 	unattributed := ix.unattributed()
 	*ra = RunAuditor{cfg: cfg, run: r, ready: true, crash: crash, effectStep: effectStep, stepEffects: stepEffects,
 		stepFindings: stepFindings, keyFindings: au.keyFindings(nil), states: effectStates(stepEffects, unattributed),
-		effects: distinctEffects(r.Effects)}
+		effectSlots: newEffectSlots(r.Effects), gapSpans: newGapSpans(r), counts: r.countsWith(0)}
 	return ra.result(r, unattributed)
 }
 
@@ -265,7 +509,7 @@ func (ra *RunAuditor) result(r Run, unattributed []Effect) RunAnalysis {
 		Findings: fs,
 		Verdict:  judge(r, fs, ra.stepEffects, unattributed),
 		States:   ra.states,
-		Counts:   r.countsWith(ra.effects),
+		Counts:   ra.counts.plus(Counts{Effects: len(ra.effectSlots)}),
 	}
 }
 

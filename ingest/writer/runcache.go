@@ -48,25 +48,17 @@ type runCache struct {
 	generation int64 // store's derived generation (Tx.BumpGeneration)
 	valid      bool
 	// written is the match state this writer last stored for an effect,
-	// and in which of its commits, so that a commit rewrites only the
-	// states it changes; rechecked is the last commit whose orphan recheck
-	// may have written a state, by what it rechecks (stateStored).
-	commits uint64
-	written map[trace.EffectRef]writtenState
+	// so that a commit rewrites only the states it changes, forgotten as
+	// soon as an orphan recheck may have written it (stateStored); by
+	// key and by step, the effects written with them.
+	written       map[trace.EffectRef]trace.MatchState
+	writtenByKey  map[string]map[trace.EffectRef]bool
+	writtenByStep map[store.StepRef]map[trace.EffectRef]bool
+	indexed       int // refs in writtenByKey and writtenByStep, stale ones too
 	// entities holds the events of executions' own entities (entityEvents),
 	// cachedEvents how many.
 	entities     map[string][]trace.Event
 	cachedEvents int
-	rechecked    struct {
-		effects map[trace.EffectRef]uint64
-		keys    map[string]uint64
-		steps   map[store.StepRef]uint64
-	}
-}
-
-type writtenState struct {
-	state trace.MatchState
-	at    uint64
 }
 
 // cachedRun is a run as loadRuns reads it (before FoldHTTPCalls), with the
@@ -76,15 +68,20 @@ type cachedRun struct {
 	keys    map[string]bool // store.RunKeys of its attempts
 	traces  map[string]bool // store.RunTraces
 	effects map[trace.EffectRef]bool
+	// uses counts the attempts carrying each key and trace (the
+	// execution's own id once more), so that a patch updates keys and
+	// traces by the attempts it replaced.
+	keyUses, traceUses map[string]int
 	// peerSteps are the steps its peers belong to.
 	peerSteps map[store.StepRef]bool
 	// saved: this writer stored the run's analysis, so findings are what
 	// the store holds and every effect's search terms are indexed.
 	saved    bool
 	findings []trace.Finding
-	// prev are the effects of the run it was patched from, when that was
-	// saved: only the others need their search terms indexed.
-	prev map[trace.EffectRef]bool
+	// patchedSaved: it was patched from a saved run, whose effects had
+	// their search terms indexed: only those in added need them.
+	patchedSaved bool
+	added        map[trace.EffectRef]bool
 	// auditor analysed the run last; it recomputes what changed.
 	auditor *trace.RunAuditor
 	used    uint64
@@ -92,11 +89,9 @@ type cachedRun struct {
 }
 
 func newRunCache() *runCache {
-	c := &runCache{runs: map[string]*cachedRun{}, written: map[trace.EffectRef]writtenState{}, entities: map[string][]trace.Event{}}
-	c.rechecked.effects = map[trace.EffectRef]uint64{}
-	c.rechecked.keys = map[string]uint64{}
-	c.rechecked.steps = map[store.StepRef]uint64{}
-	return c
+	return &runCache{runs: map[string]*cachedRun{}, written: map[trace.EffectRef]trace.MatchState{},
+		writtenByKey: map[string]map[trace.EffectRef]bool{}, writtenByStep: map[store.StepRef]map[trace.EffectRef]bool{},
+		entities: map[string][]trace.Event{}}
 }
 
 func (c *runCache) clear() {
@@ -133,9 +128,9 @@ func (c *runCache) entityEvents(entity string) ([]trace.Event, bool) {
 
 func (c *runCache) forgetStates() {
 	clear(c.written)
-	clear(c.rechecked.effects)
-	clear(c.rechecked.keys)
-	clear(c.rechecked.steps)
+	clear(c.writtenByKey)
+	clear(c.writtenByStep)
+	c.indexed = 0
 }
 
 // check empties the cache unless nothing but this writer changed the
@@ -192,7 +187,7 @@ func (c *runCache) committed(lastSeq int64, pending map[string]*cachedRun, entit
 		items -= c.runs[oldest].size()
 		delete(c.runs, oldest)
 	}
-	if len(c.written)+len(c.rechecked.effects)+len(c.rechecked.keys)+len(c.rechecked.steps) > maxRememberedStates {
+	if len(c.written)+c.indexed > maxRememberedStates {
 		c.forgetStates()
 	}
 }
@@ -357,9 +352,14 @@ func (s *runSource) run(id string) (trace.Run, *cachedRun, error) {
 
 func newCachedRun(raw trace.Run) *cachedRun {
 	raw.FedProviders = nil
-	keys, traces := store.RunKeysAndTraces(raw)
-	e := &cachedRun{raw: raw, keys: keys, traces: traces, effects: make(map[trace.EffectRef]bool, len(raw.Effects)),
-		auditor: &trace.RunAuditor{}}
+	e := &cachedRun{raw: raw, keys: map[string]bool{}, traces: map[string]bool{}, keyUses: map[string]int{},
+		traceUses: map[string]int{}, effects: make(map[trace.EffectRef]bool, len(raw.Effects)), auditor: &trace.RunAuditor{}}
+	e.use(raw.Execution.ID, "", 1)
+	for _, s := range raw.Steps {
+		for _, a := range s.Attempts {
+			e.use(a.TraceID, a.IdempotencyKey, 1)
+		}
+	}
 	for _, f := range raw.Effects {
 		e.effects[f.Ref()] = true
 	}
@@ -399,36 +399,75 @@ func (s *runSource) patch(e *cachedRun) (*cachedRun, error) {
 		}
 		changed[ref.StepID] = as
 	}
-	run.Steps = e.raw.Steps
-	if len(changed) > 0 {
-		run.Steps = store.ReplaceSteps(e.raw.Steps, changed)
+	run.Steps, run.Spans = e.raw.Steps, e.raw.Spans
+	if len(e.raw.Spans) > 0 {
+		return nil, errNeedsLoad // never cached so
 	}
-
-	run.Spans = e.raw.Spans
 	if len(s.ch.spans) > 0 {
-		spans := make([]trace.Span, 0, len(e.raw.Spans)+len(s.ch.spans))
-		for _, sp := range e.raw.Spans {
-			if !s.ch.spans[[2]string{sp.TraceID, sp.SpanID}] {
-				spans = append(spans, sp)
-			}
-		}
 		for ref := range s.ch.spans {
 			sp, ok, err := s.tx.SpanRow(ref[0], ref[1])
 			if err != nil {
 				return nil, err
 			}
 			if ok && sp.ExecutionID == id {
-				spans = append(spans, sp)
+				return nil, errNeedsLoad // HTTP calls fold into attempts: read it whole
 			}
 		}
-		store.SortRunSpans(spans)
-		run.Spans = spans
-	}
-	if len(run.Spans) > 0 {
-		return nil, errNeedsLoad // HTTP calls fold into attempts: read it whole
 	}
 
-	keys, traces := store.RunKeysAndTraces(run)
+	// Keys and traces, by the attempts the changed steps lost and gained;
+	// e's own sets are brought up to date in place (the commit replaces e
+	// with what it returns, or the cache is emptied).
+	uses := map[[2]string]bool{} // trace id, key: what the changed steps carry, whether the run had it
+	note := func(as []trace.Attempt) {
+		for _, a := range as {
+			if u := [2]string{"", a.IdempotencyKey}; a.IdempotencyKey != "" {
+				uses[u] = e.keys[a.IdempotencyKey]
+			}
+			if u := [2]string{a.TraceID, ""}; a.TraceID != "" {
+				uses[u] = e.traces[a.TraceID]
+			}
+		}
+	}
+	if len(changed) > 0 {
+		var lost [][]trace.Attempt
+		for _, st := range e.raw.Steps {
+			if _, ok := changed[st.ID]; ok {
+				lost = append(lost, st.Attempts)
+			}
+		}
+		for _, as := range lost {
+			note(as)
+		}
+		for _, as := range changed {
+			note(as)
+		}
+		for _, as := range lost {
+			for _, a := range as {
+				e.use(a.TraceID, a.IdempotencyKey, -1)
+			}
+		}
+		for _, as := range changed {
+			for _, a := range as {
+				e.use(a.TraceID, a.IdempotencyKey, 1)
+			}
+		}
+		run.Steps = store.ReplaceSteps(e.raw.Steps, changed)
+	}
+	keys, traces := e.keys, e.traces
+	var newKeys, newTraces []string
+	shrunk := false
+	for u, had := range uses {
+		trace, key := u[0], u[1]
+		has := key != "" && keys[key] || trace != "" && traces[trace]
+		shrunk = shrunk || had && !has
+		switch {
+		case has && !had && key != "":
+			newKeys = append(newKeys, key)
+		case has && !had:
+			newTraces = append(newTraces, trace)
+		}
+	}
 	member := func(f trace.Effect) bool {
 		return f.ExecutionID == id || f.IdempotencyKey != "" && keys[f.IdempotencyKey] || traces[f.TraceID]
 	}
@@ -436,7 +475,6 @@ func (s *runSource) patch(e *cachedRun) (*cachedRun, error) {
 	// Effects: the cached ones stay unless this commit wrote them or the
 	// run lost the key or trace they joined it by; the ones it wrote, and
 	// those of keys and traces new to the run, are read.
-	shrunk := !subset(e.keys, keys) || !subset(e.traces, traces)
 	added := map[trace.EffectRef]trace.Effect{}
 	for ref := range s.ch.effects {
 		f, ok, err := s.tx.EffectRow(ref)
@@ -447,10 +485,7 @@ func (s *runSource) patch(e *cachedRun) (*cachedRun, error) {
 			added[ref] = f
 		}
 	}
-	for k := range keys {
-		if e.keys[k] {
-			continue
-		}
+	for _, k := range newKeys {
 		fs, err := s.tx.EffectsWithKey(k)
 		if err != nil {
 			return nil, err
@@ -459,10 +494,7 @@ func (s *runSource) patch(e *cachedRun) (*cachedRun, error) {
 			added[f.Ref()] = f
 		}
 	}
-	for t := range traces {
-		if e.traces[t] {
-			continue
-		}
+	for _, t := range newTraces {
 		fs, err := s.tx.EffectsOfTrace(t)
 		if err != nil {
 			return nil, err
@@ -471,18 +503,31 @@ func (s *runSource) patch(e *cachedRun) (*cachedRun, error) {
 			added[f.Ref()] = f
 		}
 	}
+	// The run's set of effects too is brought up to date in place.
+	effects := e.effects
+	var fresh map[trace.EffectRef]bool // effects the run did not have
 	if len(added) == 0 && !shrunk && !s.touchesEffects(e) {
 		run.Effects = e.raw.Effects
 	} else {
 		run.Effects = make([]trace.Effect, 0, len(e.raw.Effects)+len(added))
 		for _, f := range e.raw.Effects {
 			if _, ok := added[f.Ref()]; ok || s.ch.effects[f.Ref()] || shrunk && !member(f) {
+				if _, ok := added[f.Ref()]; !ok {
+					delete(effects, f.Ref())
+				}
 				continue
 			}
 			run.Effects = append(run.Effects, f)
 		}
-		for _, f := range added {
+		for ref, f := range added {
 			run.Effects = append(run.Effects, f)
+			if !effects[ref] {
+				if fresh == nil {
+					fresh = map[trace.EffectRef]bool{}
+				}
+				fresh[ref] = true
+				effects[ref] = true
+			}
 		}
 		store.SortRunEffects(run.Effects)
 	}
@@ -492,22 +537,14 @@ func (s *runSource) patch(e *cachedRun) (*cachedRun, error) {
 	for ref := range s.ch.steps {
 		otherSteps = otherSteps || ref.ExecutionID != id
 	}
-	if !otherSteps && subset(keys, e.keys) && !shrunk {
+	if !otherSteps && len(newKeys) == 0 && !shrunk {
 		run.Peers = e.raw.Peers
-	} else if err := s.patchPeers(&run, e, keys); err != nil {
+	} else if err := s.patchPeers(&run, e, newKeys); err != nil {
 		return nil, err
 	}
 
-	patched := &cachedRun{raw: run, keys: keys, traces: traces, effects: e.effects, saved: e.saved, findings: e.findings, auditor: e.auditor}
-	if e.saved {
-		patched.prev = e.effects
-	}
-	if !sameSlice(run.Effects, e.raw.Effects) {
-		patched.effects = make(map[trace.EffectRef]bool, len(run.Effects))
-		for _, f := range run.Effects {
-			patched.effects[f.Ref()] = true
-		}
-	}
+	patched := &cachedRun{raw: run, keys: keys, traces: traces, keyUses: e.keyUses, traceUses: e.traceUses, effects: effects,
+		saved: e.saved, findings: e.findings, auditor: e.auditor, patchedSaved: e.saved, added: fresh}
 	if patched.peerSteps = e.peerSteps; !sameSlice(run.Peers, e.raw.Peers) {
 		patched.notePeers()
 	}
@@ -554,13 +591,13 @@ func setOf(ss []string) map[string]bool {
 // from lacked or this commit changed: the ones whose search terms may be
 // new. The earliest effect with a time stays too: SaveAnalysis orders an
 // execution without a start by it.
-func newEffects(run trace.Run, before map[trace.EffectRef]bool, changed map[trace.EffectRef]bool) []trace.Effect {
+func newEffects(run trace.Run, added map[trace.EffectRef]bool, changed map[trace.EffectRef]bool) []trace.Effect {
 	var out []trace.Effect
 	earliest := false
 	for _, f := range run.Effects {
 		first := !earliest && !f.At.IsZero()
 		earliest = earliest || first
-		if first || !before[f.Ref()] || changed[f.Ref()] {
+		if first || added[f.Ref()] || changed[f.Ref()] {
 			out = append(out, f)
 		}
 	}
@@ -574,33 +611,71 @@ func newEffects(run trace.Run, before map[trace.EffectRef]bool, changed map[trac
 // the commit's analyses store states.
 func (c *runCache) stateStored(f trace.Effect, st trace.MatchState) bool {
 	w, ok := c.written[f.Ref()]
-	if !ok || w.state != st {
-		return false
-	}
-	return c.rechecked.effects[f.Ref()] <= w.at &&
-		(f.IdempotencyKey == "" || c.rechecked.keys[f.IdempotencyKey] <= w.at) &&
-		c.rechecked.steps[store.StepRef{ExecutionID: f.ExecutionID, StepID: f.StepID}] <= w.at
+	return ok && w == st
 }
 
-// noteRecheck records which effects the commit's orphan recheck may write.
+// noteRecheck forgets the states the commit's orphan recheck may write.
+// An effect indexed under a key or step it no longer has is one its own
+// change rechecks.
 func (c *runCache) noteRecheck(ch *changes) {
-	c.commits++
 	for ref := range ch.effects {
-		c.rechecked.effects[ref] = c.commits
+		delete(c.written, ref)
 	}
 	for k := range ch.keys {
-		c.rechecked.keys[k] = c.commits
+		for ref := range c.writtenByKey[k] {
+			delete(c.written, ref)
+		}
+		delete(c.writtenByKey, k)
 	}
-	for ref := range ch.steps {
-		c.rechecked.steps[ref] = c.commits
+	for step := range ch.steps {
+		for ref := range c.writtenByStep[step] {
+			delete(c.written, ref)
+		}
+		delete(c.writtenByStep, step)
 	}
 }
 
 // noteStored records the states a commit's analysis stored.
-func (c *runCache) noteStored(run trace.Run, states map[trace.EffectRef]trace.MatchState) {
-	for _, f := range run.Effects {
-		if st, ok := states[f.Ref()]; ok {
-			c.written[f.Ref()] = writtenState{st, c.commits}
+func (c *runCache) noteStored(stored []trace.Effect, states map[trace.EffectRef]trace.MatchState) {
+	for _, f := range stored {
+		ref := f.Ref()
+		c.written[ref] = states[ref]
+		if f.IdempotencyKey != "" {
+			c.indexed += addRef(c.writtenByKey, f.IdempotencyKey, ref)
+		}
+		c.indexed += addRef(c.writtenByStep, store.StepRef{ExecutionID: f.ExecutionID, StepID: f.StepID}, ref)
+	}
+}
+
+// addRef adds ref to index[k] and returns how many refs it added.
+func addRef[K comparable](index map[K]map[trace.EffectRef]bool, k K, ref trace.EffectRef) int {
+	refs := index[k]
+	if refs == nil {
+		refs = map[trace.EffectRef]bool{}
+		index[k] = refs
+	}
+	if refs[ref] {
+		return 0
+	}
+	refs[ref] = true
+	return 1
+}
+
+func (e *cachedRun) use(traceID, key string, delta int) {
+	if key != "" {
+		e.keyUses[key] += delta
+		e.keys[key] = e.keyUses[key] > 0
+		if !e.keys[key] {
+			delete(e.keys, key)
+			delete(e.keyUses, key)
+		}
+	}
+	if traceID != "" {
+		e.traceUses[traceID] += delta
+		e.traces[traceID] = e.traceUses[traceID] > 0
+		if !e.traces[traceID] {
+			delete(e.traces, traceID)
+			delete(e.traceUses, traceID)
 		}
 	}
 }
@@ -612,18 +687,9 @@ func (e *cachedRun) notePeers() {
 	}
 }
 
-func subset(a, b map[string]bool) bool {
-	for k := range a {
-		if !b[k] {
-			return false
-		}
-	}
-	return true
-}
-
 // patchPeers gives run the peers e had, those of the steps this commit
 // wrote read again, and those of keys new to the run read.
-func (s *runSource) patchPeers(run *trace.Run, e *cachedRun, keys map[string]bool) error {
+func (s *runSource) patchPeers(run *trace.Run, e *cachedRun, newKeys []string) error {
 	id := run.Execution.ID
 	type attemptRef struct {
 		step   store.StepRef
@@ -647,10 +713,7 @@ func (s *runSource) patchPeers(run *trace.Run, e *cachedRun, keys map[string]boo
 			peers[attemptRef{ref, a.Number}] = a
 		}
 	}
-	for k := range keys {
-		if e.keys[k] {
-			continue
-		}
+	for _, k := range newKeys {
 		as, err := s.tx.AttemptsWithKey(k, id)
 		if err != nil {
 			return err
@@ -660,7 +723,7 @@ func (s *runSource) patchPeers(run *trace.Run, e *cachedRun, keys map[string]boo
 		}
 	}
 	for _, p := range peers {
-		if p.ExecutionID != id && keys[p.IdempotencyKey] {
+		if p.ExecutionID != id && e.keys[p.IdempotencyKey] {
 			run.Peers = append(run.Peers, p)
 		}
 	}

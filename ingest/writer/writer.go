@@ -746,6 +746,7 @@ func saveAnalyses(tx *store.Tx, runs []trace.Run, fed map[string]bool, cfg trace
 		an := analyses[i]
 		entry := src.entry(id)
 		runStates := map[trace.EffectRef]trace.MatchState{}
+		var stored []trace.Effect
 		for _, f := range run.Effects {
 			st, ok := states[f.Ref()]
 			if !ok {
@@ -755,6 +756,7 @@ func saveAnalyses(tx *store.Tx, runs []trace.Run, fed map[string]bool, cfg trace
 				continue // stored already, and nothing since changed it
 			}
 			runStates[f.Ref()] = st
+			stored = append(stored, f)
 		}
 		var before []trace.Finding
 		if entry != nil && entry.saved {
@@ -764,8 +766,8 @@ func saveAnalyses(tx *store.Tx, runs []trace.Run, fed map[string]bool, cfg trace
 		}
 		findings := an.Findings
 		saved := run
-		if entry != nil && entry.prev != nil {
-			saved.Effects = newEffects(run, entry.prev, src.ch.effects)
+		if entry != nil && entry.patchedSaved {
+			saved.Effects = newEffects(run, entry.added, src.ch.effects)
 		}
 		err = tx.SaveAnalysis(store.Analysis{Run: saved, Findings: findings, Before: before, States: runStates,
 			Counts: an.Counts, Steps: changedSteps[id], State: an.Verdict.State})
@@ -776,7 +778,7 @@ func saveAnalyses(tx *store.Tx, runs []trace.Run, fed map[string]bool, cfg trace
 			entry.saved, entry.findings = true, findings
 		}
 		if src != nil && src.cache != nil {
-			src.cache.noteStored(run, states)
+			src.cache.noteStored(stored, runStates)
 		}
 		executions = append(executions, run.Execution.ID)
 		critical = append(critical, newCritical(before, findings)...)
