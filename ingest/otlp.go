@@ -1,7 +1,6 @@
 package ingest
 
 import (
-	"bytes"
 	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
@@ -101,6 +100,61 @@ func MapOTLP(td ptrace.Traces, cfg OTLPConfig) OTLPResult {
 			res.Reasons = append(res.Reasons, fmt.Sprintf(format, args...))
 		}
 	}
+	spans, byID := otlpSpans(td, reject)
+	res.Events = make([]trace.Event, 0, len(spans))
+	b := newEventBuilder(cfg.Limits)
+	// add keeps an event of span s, or of its span event at index event
+	// (-1 for the span's own), or says why not.
+	add := func(s *otlpSpan, event int, ev trace.Event, err error) {
+		switch {
+		case err == nil:
+			res.Events = append(res.Events, ev)
+		case event < 0:
+			reject("span %s (%q): %v", s.spanID, s.span.Name(), err)
+		default:
+			reject("span %s (%q) event %d: %v", s.spanID, s.span.Name(), event, err)
+		}
+	}
+	for _, s := range spans {
+		sp := s.span
+		switch s.role {
+		case roleEffect:
+			ev, err := effectEvent(b, s, byID, sp.Attributes(), sp.StartTimestamp(), "otlp:"+s.traceID+":"+s.spanID)
+			add(s, -1, ev, err)
+			continue
+		case roleRoot:
+			ev, err := executionEvent(b, s, byID)
+			add(s, -1, ev, err)
+		case roleTool:
+			ev, err := attemptEvent(b, s, cfg.ToolClasses)
+			add(s, -1, ev, err)
+		default:
+			ev, err := spanEvent(b, s)
+			add(s, -1, ev, err)
+			// An agent span below the root still names the execution. Model
+			// and HTTP calls do not, though OpenLLMetry copies
+			// gen_ai.agent.name onto every span.
+			if name, source := agentName(s); name != "" && s.role == roleContext {
+				ev, err := nameEvent(b, s, name, source)
+				add(s, -1, ev, err)
+			}
+		}
+		for i, e := range sp.Events().All() {
+			if e.Name() != otlpEffectName {
+				continue
+			}
+			id := fmt.Sprintf("otlp:%s:%s:effect:%d", s.traceID, s.spanID, i)
+			ev, err := effectEvent(b, s, byID, e.Attributes(), e.Timestamp(), id)
+			add(s, i, ev, err)
+		}
+	}
+	return res
+}
+
+// otlpSpans reads the spans of an export request with their roles and
+// executions, rejecting those without ids or a start time, and indexes
+// them by trace and span id.
+func otlpSpans(td ptrace.Traces, reject func(format string, args ...any)) ([]*otlpSpan, map[string]*otlpSpan) {
 	var spans []*otlpSpan
 	byID := map[string]*otlpSpan{}
 	for _, rs := range td.ResourceSpans().All() {
@@ -128,57 +182,7 @@ func MapOTLP(td ptrace.Traces, cfg OTLPConfig) OTLPResult {
 			s.execution = s.traceID
 		}
 	}
-
-	add := func(what string, ev map[string]any) {
-		raw, err := json.Marshal(ev)
-		if err == nil {
-			var parsed trace.Event
-			if parsed, err = ParseEvent(raw, cfg.Limits); err == nil {
-				res.Events = append(res.Events, parsed)
-				return
-			}
-		}
-		reject("%s: %v", what, err)
-	}
-	for _, s := range spans {
-		sp := s.span
-		what := fmt.Sprintf("span %s (%q)", s.spanID, sp.Name())
-		switch s.role {
-		case roleEffect:
-			if ev, err := effectEvent(s, byID, sp.Attributes(), sp.StartTimestamp(), "otlp:"+s.traceID+":"+s.spanID); err != nil {
-				reject("%s: %v", what, err)
-			} else {
-				add(what, ev)
-			}
-			continue
-		case roleRoot:
-			add(what, executionEvent(s, byID))
-		case roleTool:
-			add(what, attemptEvent(s, cfg.ToolClasses, cfg.Limits.Redact))
-		default:
-			add(what, spanEvent(s))
-			// An agent span below the root still names the execution. Model
-			// and HTTP calls do not, though OpenLLMetry copies
-			// gen_ai.agent.name onto every span.
-			if name, source := agentName(s); name != "" && s.role == roleContext {
-				add(what, map[string]any{"type": "execution", "id": "otlp:" + s.traceID + ":" + s.spanID + ":name",
-					"execution_id": s.execution, "name": name, "name_source": source})
-			}
-		}
-		for i, e := range sp.Events().All() {
-			if e.Name() != otlpEffectName {
-				continue
-			}
-			id := fmt.Sprintf("otlp:%s:%s:effect:%d", s.traceID, s.spanID, i)
-			ev, err := effectEvent(s, byID, e.Attributes(), e.Timestamp(), id)
-			if err != nil {
-				reject("%s event %d: %v", what, i, err)
-				continue
-			}
-			add(fmt.Sprintf("%s event %d", what, i), ev)
-		}
-	}
-	return res
+	return spans, byID
 }
 
 // roleOf decides a span's role from its own attributes, name and kind.
@@ -267,73 +271,112 @@ func spanEventID(s *otlpSpan) string {
 	return id
 }
 
-func executionEvent(s *otlpSpan, byID map[string]*otlpSpan) map[string]any {
+func executionEvent(b *eventBuilder, s *otlpSpan, byID map[string]*otlpSpan) (trace.Event, error) {
 	sp := s.span
 	name, source := agentName(s)
-	ev := map[string]any{"type": "execution", "id": spanEventID(s), "execution_id": s.execution,
-		"name": name, "name_source": source, "started_at": timestamp(sp.StartTimestamp())}
+	session := inherited(s, byID, otlpSessionAttrs)
+	b.start(trace.EventExecution)
+	if session != "" && b.shape([]byte(`{"labels":{"session":""}}`)) != nil {
+		return b.event(trace.Event{})
+	}
+	ev := trace.Event{Type: trace.EventExecution, ID: b.id("id", spanEventID(s))}
+	x := &trace.Execution{
+		ID:         b.id("execution_id", s.execution),
+		Name:       b.text("name", name),
+		NameSource: b.enum("name_source", source, trace.NameSources[1:]...),
+	}
+	status := trace.StatusRunning
 	if sp.EndTimestamp() != 0 {
-		ev["ended_at"] = timestamp(max(sp.EndTimestamp(), sp.StartTimestamp()))
-		ev["status"] = "completed"
+		status = trace.StatusCompleted
 		if sp.Status().Code() == ptrace.StatusCodeError {
-			ev["status"] = "failed"
+			status = trace.StatusFailed
 		}
-	} else {
-		ev["status"] = "running"
 	}
-	if session := inherited(s, byID, otlpSessionAttrs); session != "" {
-		ev["labels"] = map[string]string{"session": session}
+	x.Status = trace.Status(b.enum("status", string(status), "running", "completed", "failed", "cancelled"))
+	x.StartedAt = b.time("started_at", sp.StartTimestamp())
+	if sp.EndTimestamp() != 0 {
+		x.EndedAt = b.time("ended_at", max(sp.EndTimestamp(), sp.StartTimestamp()))
 	}
-	return ev
+	if session != "" {
+		x.Labels = b.sessionLabel(session)
+	}
+	b.order("started_at", x.StartedAt, "ended_at", x.EndedAt)
+	ev.Execution = x
+	return b.event(ev)
+}
+
+// nameEvent names the execution after an agent span below its root.
+func nameEvent(b *eventBuilder, s *otlpSpan, name, source string) (trace.Event, error) {
+	b.start(trace.EventExecution)
+	ev := trace.Event{Type: trace.EventExecution, ID: b.id("id", "otlp:"+s.traceID+":"+s.spanID+":name")}
+	ev.Execution = &trace.Execution{
+		ID:         b.id("execution_id", s.execution),
+		Name:       b.text("name", name),
+		NameSource: b.enum("name_source", source, trace.NameSources[1:]...),
+	}
+	return b.event(ev)
 }
 
 // spanEvent keeps a model call, an HTTP client call or a context span.
-func spanEvent(s *otlpSpan) map[string]any {
+func spanEvent(b *eventBuilder, s *otlpSpan) (trace.Event, error) {
 	sp := s.span
 	attrs := sp.Attributes()
-	role := map[spanRole]string{roleModel: "model", roleHTTP: "http"}[s.role]
-	if role == "" {
-		role = "context"
+	role := trace.RoleContext
+	switch s.role {
+	case roleModel:
+		role = trace.RoleModel
+	case roleHTTP:
+		role = trace.RoleHTTP
 	}
-	ev := map[string]any{"type": "span", "id": spanEventID(s), "execution_id": s.execution, "trace_id": s.traceID,
-		"span_id": s.spanID, "role": role, "name": sp.Name(), "started_at": timestamp(sp.StartTimestamp())}
+	b.start(trace.EventSpan)
+	ev := trace.Event{Type: trace.EventSpan, ID: b.id("id", spanEventID(s))}
+	x := &trace.Span{ExecutionID: b.id("execution_id", s.execution), TraceID: b.id("trace_id", s.traceID), SpanID: b.id("span_id", s.spanID)}
 	if s.parentID != "" {
-		ev["parent_span_id"] = s.parentID
+		x.ParentSpanID = b.id("parent_span_id", s.parentID)
 	}
+	x.Role = trace.SpanRole(b.str("role", string(role))) // one of trace.SpanRoles
+	x.Name = b.text("name", sp.Name())
+	x.StartedAt = b.time("started_at", sp.StartTimestamp())
 	if sp.EndTimestamp() != 0 {
-		ev["ended_at"] = timestamp(max(sp.EndTimestamp(), sp.StartTimestamp()))
+		x.EndedAt = b.time("ended_at", max(sp.EndTimestamp(), sp.StartTimestamp()))
 		if sp.Status().Code() == ptrace.StatusCodeError {
 			_, msg := spanError(sp)
-			ev["error"] = cmp.Or(msg, "error")
+			x.Error = b.text("error", cmp.Or(msg, "error"))
 		}
 	}
 	switch s.role {
 	case roleModel:
 		if m := firstStr(attrs, otlpModelAttrs...); m != "" {
-			ev["model"] = m
+			x.Model = b.text("model", m)
 		}
 		if n := firstInt(attrs, otlpInTokenAttrs...); n > 0 {
-			ev["input_tokens"] = n
+			x.InputTokens = b.count("input_tokens", n)
 		}
 		if n := firstInt(attrs, otlpOutTokenAttrs...); n > 0 {
-			ev["output_tokens"] = n
+			x.OutputTokens = b.count("output_tokens", n)
 		}
 	case roleHTTP:
-		ev["http_method"] = strings.ToUpper(firstStr(attrs, otlpMethodAttrs...))
+		x.HTTPMethod = b.id("http_method", strings.ToUpper(firstStr(attrs, otlpMethodAttrs...)))
 		if u := firstStr(attrs, otlpURLAttrs...); u != "" {
-			ev["http_url"] = u
+			u = jsonUTF8(u)
+			if redacted, changed := b.lim.Redact.URL(u); changed {
+				u = redacted
+			}
+			x.HTTPURL = b.text("http_url", u)
 		}
 		if n := firstInt(attrs, otlpStatusAttrs...); n > 0 && n < 1000 {
-			ev["http_status"] = n
+			x.HTTPStatus = int(b.count("http_status", n))
 		}
 		if k := str(attrs, "http.request.header.idempotency-key"); k != "" {
-			ev["idempotency_key"] = k
+			x.IdempotencyKey = b.id("idempotency_key", k)
 		}
 	}
-	return ev
+	b.order("started_at", x.StartedAt, "ended_at", x.EndedAt)
+	ev.Span = x
+	return b.event(ev)
 }
 
-func attemptEvent(s *otlpSpan, classes ToolClasses, redact *Redactor) map[string]any {
+func attemptEvent(b *eventBuilder, s *otlpSpan, classes ToolClasses) (trace.Event, error) {
 	sp := s.span
 	attrs := sp.Attributes()
 	tool := firstStr(attrs, otlpToolAttrs...)
@@ -343,51 +386,94 @@ func attemptEvent(s *otlpSpan, classes ToolClasses, redact *Redactor) map[string
 	if tool == "" {
 		tool = sp.Name()
 	}
+	b.start(trace.EventAttempt)
 	args, hasArgs := toolArgs(attrs)
-	args = redact.redactArgs(args) // before the step id is derived from them
-	ev := map[string]any{"type": "attempt", "id": spanEventID(s), "execution_id": s.execution,
-		"step_id": stepID(s, tool, args, hasArgs), "tool": tool, "trace_id": s.traceID, "span_id": s.spanID,
-		"started_at": timestamp(sp.StartTimestamp())}
-	switch {
-	case intAttr(attrs, "oncetrace.attempt") > 0:
-		ev["attempt"] = intAttr(attrs, "oncetrace.attempt")
-	case hasAttr(attrs, "http.request.resend_count"):
-		ev["attempt"] = intAttr(attrs, "http.request.resend_count") + 1
+	var jsonFields []jsonField
+	if hasArgs {
+		// Redacted before the step id is derived from them: raw JSON by
+		// prepareJSON, which decodes it anyway; decoded arguments before
+		// they are encoded.
+		f := jsonField{key: "args", v: args}
+		switch args.(type) {
+		case json.RawMessage, map[string]json.RawMessage:
+			f.rawRedacted = true
+		default:
+			f.v = b.lim.Redact.redactArgs(args)
+		}
+		jsonFields = append(jsonFields, f)
 	}
-	if class := effectClass(attrs, tool, classes); class != "" {
-		ev["effect"] = class
+	result, hasResult := jsonAttr(attrs, otlpResultAttrs...)
+	if hasResult {
+		jsonFields = append(jsonFields, jsonField{key: "result", v: result})
+	}
+	var argsJSON, resultJSON json.RawMessage
+	if len(jsonFields) > 0 {
+		canon := b.prepareJSON(jsonFields...)
+		if b.err != nil {
+			return b.event(trace.Event{})
+		}
+		if hasArgs {
+			argsJSON, canon = canon[0], canon[1:]
+		}
+		if hasResult {
+			resultJSON = canon[0]
+		}
+	}
+
+	ev := trace.Event{Type: trace.EventAttempt, ID: b.id("id", spanEventID(s))}
+	a := &trace.Attempt{
+		ExecutionID: b.id("execution_id", s.execution),
+		StepID:      b.id("step_id", stepID(s, tool, argsJSON, hasArgs)),
+		TraceID:     b.id("trace_id", s.traceID),
+		SpanID:      b.id("span_id", s.spanID),
+		Tool:        b.text("tool", tool),
+		Effect:      trace.EffectClass(b.enum("effect", effectClass(attrs, tool, classes), "read", "write", "unsafe", "unknown")),
 	}
 	if p := str(attrs, "oncetrace.provider"); p != "" {
-		ev["provider"] = p
+		a.Provider = b.id("provider", p)
 	}
-	if hasArgs {
-		ev["args"] = args
-	}
-	if v, ok := jsonAttr(attrs, otlpResultAttrs...); ok {
-		ev["result"] = v
-	}
+	a.Args = b.json("args", argsJSON)
+	a.Result = b.json("result", resultJSON)
 	if k := firstStr(attrs, otlpKeyAttrs...); k != "" {
-		ev["idempotency_key"] = k
-	}
-	if v, ok := attrs.Get("oncetrace.deduplicated"); ok && v.Type() == pcommon.ValueTypeBool && v.Bool() {
-		ev["deduplicated"] = true
+		a.IdempotencyKey = b.id("idempotency_key", k)
 	}
 	if w := worker(s.resource); w != "" {
-		ev["worker"] = w
+		a.Worker = b.id("worker", w)
 	}
-	if sp.EndTimestamp() == 0 {
-		return ev // still running: a later export completes it
+	a.StartedAt = b.time("started_at", sp.StartTimestamp())
+	if sp.EndTimestamp() != 0 {
+		a.EndedAt = b.time("ended_at", max(sp.EndTimestamp(), sp.StartTimestamp()))
+		outcome, msg := attemptOutcome(sp)
+		a.Outcome = trace.Outcome(b.enum("outcome", outcome, "ok", "error", "timeout", "replayed"))
+		if msg != "" {
+			a.Error = b.text("error", msg)
+		}
+	} // else still running: a later export completes it
+	if v, ok := attrs.Get("oncetrace.deduplicated"); ok && v.Type() == pcommon.ValueTypeBool && v.Bool() {
+		a.Deduplicated = true
+		b.add("deduplicated", []byte("true"))
 	}
-	ev["ended_at"] = timestamp(max(sp.EndTimestamp(), sp.StartTimestamp()))
-	outcome := "ok"
+	switch {
+	case intAttr(attrs, "oncetrace.attempt") > 0:
+		a.Number = b.attemptNumber("attempt", intAttr(attrs, "oncetrace.attempt"))
+	case hasAttr(attrs, "http.request.resend_count"):
+		a.Number = b.attemptNumber("attempt", intAttr(attrs, "http.request.resend_count")+1)
+	}
+	b.order("started_at", a.StartedAt, "ended_at", a.EndedAt)
+	ev.Attempt = a
+	return b.event(ev)
+}
+
+// attemptOutcome is an ended tool call's outcome and error message.
+func attemptOutcome(sp ptrace.Span) (outcome, msg string) {
+	attrs := sp.Attributes()
+	outcome = "ok"
 	if sp.Status().Code() == ptrace.StatusCodeError {
 		outcome = "error"
-		errType, msg := spanError(sp)
+		var errType string
+		errType, msg = spanError(sp)
 		if isTimeout(errType) {
 			outcome = "timeout"
-		}
-		if msg != "" {
-			ev["error"] = msg
 		}
 	}
 	if v, ok := attrs.Get("oncetrace.replayed"); ok && v.Type() == pcommon.ValueTypeBool && v.Bool() {
@@ -396,15 +482,16 @@ func attemptEvent(s *otlpSpan, classes ToolClasses, redact *Redactor) map[string
 	if o := str(attrs, "oncetrace.outcome"); o != "" {
 		outcome = o // validated as any sent outcome
 	}
-	ev["outcome"] = outcome
-	return ev
+	return outcome, msg
 }
 
 // stepID is the step a tool call is an attempt of: the one it names, else
 // one per tool name and canonical arguments within the execution (a model
 // retries with a new call id and the same arguments), else, with no
-// arguments to compare, one of its own named after its span.
-func stepID(s *otlpSpan, tool string, args any, hasArgs bool) string {
+// arguments to compare, one of its own named after its span. canonArgs is
+// the arguments as the stored event holds them (sorted keys, numbers as
+// sent), nil when they could not be.
+func stepID(s *otlpSpan, tool string, canonArgs json.RawMessage, hasArgs bool) string {
 	if id := firstStr(s.span.Attributes(), otlpStepAttrs...); id != "" {
 		return id
 	}
@@ -416,29 +503,11 @@ func stepID(s *otlpSpan, tool string, args any, hasArgs bool) string {
 		}
 		return "span-" + s.spanID
 	}
-	canon, err := canonicalArgs(args)
-	if err != nil {
-		return "span-" + s.spanID
+	if canonArgs == nil {
+		canonArgs = json.RawMessage("null") // arguments sent as null
 	}
-	sum := sha256.Sum256(append([]byte(tool+"\x00"), canon...))
+	sum := sha256.Sum256(append([]byte(tool+"\x00"), canonArgs...))
 	return "tool-" + hex.EncodeToString(sum[:8])
-}
-
-// canonicalArgs is the arguments as the stored event holds them: sorted
-// keys and numbers as sent, whether they came as a JSON string (a
-// json.RawMessage keeps its key order) or as a decoded value.
-func canonicalArgs(args any) (json.RawMessage, error) {
-	raw, err := json.Marshal(args)
-	if err != nil {
-		return nil, err
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	return canonicalJSON(v)
 }
 
 // toolArgs reads a tool call's arguments. OpenLLMetry wraps them as
@@ -524,36 +593,40 @@ func isTimeout(errType string) bool {
 	return false
 }
 
-func effectEvent(s *otlpSpan, byID map[string]*otlpSpan, attrs pcommon.Map, at pcommon.Timestamp, id string) (map[string]any, error) {
+func effectEvent(b *eventBuilder, s *otlpSpan, byID map[string]*otlpSpan, attrs pcommon.Map, at pcommon.Timestamp, id string) (trace.Event, error) {
 	provider, effectID := str(attrs, "oncetrace.effect.provider"), str(attrs, "oncetrace.effect.id")
 	if provider == "" || effectID == "" {
-		return nil, fmt.Errorf("an %s needs oncetrace.effect.provider and oncetrace.effect.id", otlpEffectName)
-	}
-	ev := map[string]any{"type": "effect", "id": id, "provider": provider, "effect_id": effectID, "execution_id": s.execution}
-	if t := str(attrs, "oncetrace.effect.target"); t != "" {
-		ev["target"] = t
-	}
-	if at != 0 {
-		ev["at"] = timestamp(at)
+		return trace.Event{}, fmt.Errorf("an %s needs oncetrace.effect.provider and oncetrace.effect.id", otlpEffectName)
 	}
 	// The effect came from the span it is an event of, or from the effect
 	// span's parent: its trace context joins it to the tool call above.
-	ev["trace_id"] = s.traceID
 	from := s.spanID
 	if s.role == roleEffect {
 		from = s.parentID
-	}
-	if from != "" {
-		ev["span_id"] = from
 	}
 	key := firstStr(attrs, otlpKeyAttrs...)
 	if owner := byID[s.traceID+"/"+from]; owner != nil && owner.role == roleTool && key == "" {
 		key = firstStr(owner.span.Attributes(), otlpKeyAttrs...)
 	}
+	b.start(trace.EventEffect)
+	ev := trace.Event{Type: trace.EventEffect, ID: b.id("id", id)}
+	e := &trace.Effect{Provider: b.id("provider", provider), ID: b.id("effect_id", effectID)}
 	if key != "" {
-		ev["idempotency_key"] = key
+		e.IdempotencyKey = b.id("idempotency_key", key)
 	}
-	return ev, nil
+	e.ExecutionID = b.id("execution_id", s.execution)
+	if t := str(attrs, "oncetrace.effect.target"); t != "" {
+		e.Target = b.text("target", t)
+	}
+	if at != 0 {
+		e.At = b.time("at", at)
+	}
+	e.TraceID = b.id("trace_id", s.traceID)
+	if from != "" {
+		e.SpanID = b.id("span_id", from)
+	}
+	ev.Effect = e
+	return b.event(ev)
 }
 
 // inherited looks for the attributes on the span, then on its ancestors in
