@@ -1,10 +1,5 @@
 package trace
 
-import (
-	"slices"
-	"time"
-)
-
 // Gaps returns the intervals between the run's first attempt start and its
 // last attempt end where no attempt was running, longer than
 // cfg.GapThreshold, sorted by start.
@@ -13,37 +8,20 @@ import (
 // crash gap when the workers on both sides are known and differ, or when an
 // attempt started since the previous gap never finished; otherwise it is
 // idle (the run was waiting, e.g. on a human).
-func Gaps(r Run, cfg Config) []Gap {
-	cfg = cfg.withDefaults()
+func Gaps(r Run, cfg Config) []Gap { return newGapSpans(r).gaps(cfg) }
 
-	type span struct {
-		start, end time.Time
-		worker     string
-		finished   bool
-	}
-	var spans []span
-	for _, s := range r.Steps {
-		for _, a := range s.Attempts {
-			if a.StartedAt.IsZero() {
-				continue // without a start there is nothing to place on the axis
-			}
-			end := a.EndedAt
-			if end.Before(a.StartedAt) {
-				end = a.StartedAt // no end (zero) or an impossible one: a point
-			}
-			spans = append(spans, span{a.StartedAt, end, a.Worker, a.Finished()})
-		}
-	}
-	if len(spans) == 0 {
+// gaps walks spans, sorted by start, along the axis: the one walk behind
+// Gaps and the run auditor's crash gaps.
+func (gs gapSpans) gaps(cfg Config) []Gap {
+	if len(gs) == 0 {
 		return nil
 	}
-	slices.SortStableFunc(spans, func(a, b span) int { return a.start.Compare(b.start) })
-
+	cfg = cfg.withDefaults()
 	var gaps []Gap
-	covered := spans[0].end
-	workerBefore := spans[0].worker
-	unfinished := !spans[0].finished
-	for _, sp := range spans[1:] {
+	covered := gs[0].end
+	workerBefore := gs[0].worker
+	unfinished := !gs[0].finished
+	for _, sp := range gs[1:] {
 		if sp.start.Sub(covered) > cfg.GapThreshold {
 			kind := GapIdle
 			if unfinished || (workerBefore != "" && sp.worker != "" && workerBefore != sp.worker) {

@@ -74,6 +74,8 @@ func spanOf(a Attempt) gapSpan {
 	return gapSpan{a.StartedAt, end, a.Worker, a.Finished()}
 }
 
+// newGapSpans places a run's attempts on the axis in start order, steps'
+// order among equal starts; an attempt without a start has no place.
 func newGapSpans(r Run) gapSpans {
 	var out gapSpans
 	for _, s := range r.Steps {
@@ -121,34 +123,8 @@ func (gs *gapSpans) update(lost, gained []Attempt) bool {
 	return true
 }
 
-// crashGaps is crashGaps(Gaps(r, cfg)) for the run gs holds the spans of,
-// the same walk along the axis.
-func (gs gapSpans) crashGaps(cfg Config) []Gap {
-	if len(gs) == 0 {
-		return nil
-	}
-	cfg = cfg.withDefaults()
-	var out []Gap
-	covered := gs[0].end
-	workerBefore := gs[0].worker
-	unfinished := !gs[0].finished
-	for _, sp := range gs[1:] {
-		if sp.start.Sub(covered) > cfg.GapThreshold {
-			if unfinished || (workerBefore != "" && sp.worker != "" && workerBefore != sp.worker) {
-				out = append(out, Gap{Start: covered, End: sp.start, Kind: GapCrash, WorkerBefore: workerBefore, WorkerAfter: sp.worker})
-			}
-			unfinished = false
-		}
-		if !sp.end.Before(covered) {
-			covered = sp.end
-			workerBefore = sp.worker
-		}
-		if !sp.finished {
-			unfinished = true
-		}
-	}
-	return out
-}
+// crashGaps is crashGaps(Gaps(r, cfg)) for the run gs holds the spans of.
+func (gs gapSpans) crashGaps(cfg Config) []Gap { return crashGaps(gs.gaps(cfg)) }
 
 type effectSlot struct {
 	effect Effect
