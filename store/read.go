@@ -352,7 +352,8 @@ func effects(ctx context.Context, q querier, f EffectFilter) ([]EffectRow, strin
 		where, args = append(where, "provider = ?"), append(args, f.Provider)
 	}
 	if f.State != "" {
-		where, args = append(where, "state = ?"), append(args, string(f.State))
+		// The rank lets a state's page seek in effects_outbox.
+		where, args = append(where, "state_rank = ? AND state = ?"), append(args, effectStateRank(f.State), string(f.State))
 	}
 	if f.ExecutionID != "" {
 		where, args = append(where, "execution_id = ?"), append(args, f.ExecutionID)
@@ -360,17 +361,29 @@ func effects(ctx context.Context, q querier, f EffectFilter) ([]EffectRow, strin
 	if f.Key != "" {
 		where, args = append(where, "idempotency_key = ?"), append(args, f.Key)
 	}
-	const rank = `(CASE state WHEN 'duplicate' THEN 0 WHEN 'orphan' THEN 1 ELSE 2 END)`
-	const order = rank + `, provider, coalesce(at, 0), effect_id`
+	// effects_outbox (effects_provider_outbox when a provider is asked for)
+	// serves this order, so a page reads only its rows.
+	const order = `state_rank, provider, sort_at, effect_id`
 	if f.Cursor != "" {
 		key, err := decodeEffectCursor(f.Cursor)
 		if err != nil {
 			return nil, "", err
 		}
-		where = append(where, "("+order+") > (?, ?, ?, ?)")
-		args = append(args, key...)
+		// A cursor continues the listing it came from, whose filters fix
+		// the rank or the provider: comparing only the columns left free
+		// lets the index seek past them rather than filter from the start.
+		cols := []string{"state_rank", "provider", "sort_at", "effect_id"}
+		fixed := []bool{f.State != "", f.Provider != "", false, false}
+		var free []string
+		var marks []string
+		for i, c := range cols {
+			if !fixed[i] {
+				free, marks, args = append(free, c), append(marks, "?"), append(args, key[i])
+			}
+		}
+		where = append(where, "("+strings.Join(free, ", ")+") > ("+strings.Join(marks, ", ")+")")
 	}
-	query := `SELECT ` + effectColumns + `, state, ` + rank + ` FROM effects`
+	query := `SELECT ` + effectColumns + `, state, state_rank FROM effects`
 	if len(where) > 0 {
 		query += " WHERE " + strings.Join(where, " AND ")
 	}
@@ -399,13 +412,31 @@ func effects(ctx context.Context, q querier, f EffectFilter) ([]EffectRow, strin
 	if len(out) > limit {
 		out = out[:limit]
 		last := out[limit-1]
-		at := int64(0)
-		if !last.At.IsZero() {
-			at = last.At.UnixNano()
-		}
-		next = encodeEffectCursor(ranks[limit-1], last.Provider, at, last.ID)
+		next = encodeEffectCursor(ranks[limit-1], last.Provider, effectSortAt(last.At), last.ID)
 	}
 	return out, next, nil
+}
+
+// effectStateRank is the outbox's order of states, stored as
+// effects.state_rank with every state written: duplicates, then orphans,
+// then the rest.
+func effectStateRank(s trace.MatchState) int {
+	switch s {
+	case trace.MatchDuplicate:
+		return 0
+	case trace.MatchOrphan:
+		return 1
+	}
+	return 2
+}
+
+// effectSortAt is effects.sort_at: the effect's time, 0 when unknown, so
+// that the outbox's order and cursors never meet a NULL.
+func effectSortAt(at time.Time) int64 {
+	if at.IsZero() {
+		return 0
+	}
+	return at.UnixNano()
 }
 
 func encodeEffectCursor(rank int, provider string, at int64, id string) string {

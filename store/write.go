@@ -532,11 +532,13 @@ func (t *Tx) ExecutionsOfTraces(traces []string) ([]string, error) {
 
 // PutEffect stores an effect's folded fields, keeping its match state.
 func (t *Tx) PutEffect(f trace.Effect) error {
-	err := t.exec(`INSERT INTO effects (`+effectColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	// sort_at is at for the outbox's order (0 when unknown, never NULL);
+	// a new row is an orphan, state_rank's default, until a recheck says.
+	err := t.exec(`INSERT INTO effects (`+effectColumns+`, sort_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (provider, effect_id) DO UPDATE SET idempotency_key = excluded.idempotency_key,
 			execution_id = excluded.execution_id, step_id = excluded.step_id, target = excluded.target,
-			at = excluded.at, conflicts = excluded.conflicts, trace_id = excluded.trace_id, span_id = excluded.span_id`,
-		f.Provider, f.ID, f.IdempotencyKey, f.ExecutionID, f.StepID, f.Target, nanos(f.At), jsonText(f.Conflicts), f.TraceID, f.SpanID)
+			at = excluded.at, sort_at = excluded.sort_at, conflicts = excluded.conflicts, trace_id = excluded.trace_id, span_id = excluded.span_id`,
+		f.Provider, f.ID, f.IdempotencyKey, f.ExecutionID, f.StepID, f.Target, nanos(f.At), jsonText(f.Conflicts), f.TraceID, f.SpanID, effectSortAt(f.At))
 	if err != nil {
 		return fmt.Errorf("store: put effect %s/%s: %w", f.Provider, f.ID, err)
 	}
@@ -706,10 +708,10 @@ func (t *Tx) RecheckOrphans(effects []trace.EffectRef, keys []string, steps []St
 	// A matched effect may be a duplicate; the run analysis that follows
 	// refines it, so only an orphan's state is set back to matched here.
 	const refsIn = `(provider, effect_id) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`
-	if err := t.exec(`UPDATE effects SET state = 'orphan' WHERE state != 'orphan' AND `+refsIn, jsonPairs(orphans)); err != nil {
+	if err := t.exec(`UPDATE effects SET state = 'orphan', state_rank = 1 WHERE state != 'orphan' AND `+refsIn, jsonPairs(orphans)); err != nil {
 		return nil, fmt.Errorf("store: recheck orphans: %w", err)
 	}
-	if err := t.exec(`UPDATE effects SET state = 'matched' WHERE state = 'orphan' AND `+refsIn, jsonPairs(matched)); err != nil {
+	if err := t.exec(`UPDATE effects SET state = 'matched', state_rank = 2 WHERE state = 'orphan' AND `+refsIn, jsonPairs(matched)); err != nil {
 		return nil, fmt.Errorf("store: recheck orphans: %w", err)
 	}
 	return sortedSet(touched), nil
@@ -812,8 +814,8 @@ func (t *Tx) SaveAnalysis(a Analysis) error {
 		}
 	}
 	for ref, state := range a.States {
-		if err := t.exec(`UPDATE effects SET state = ? WHERE provider = ? AND effect_id = ? AND state != ?`,
-			string(state), ref.Provider, ref.ID, string(state)); err != nil {
+		if err := t.exec(`UPDATE effects SET state = ?, state_rank = ? WHERE provider = ? AND effect_id = ? AND state != ?`,
+			string(state), effectStateRank(state), ref.Provider, ref.ID, string(state)); err != nil {
 			return fmt.Errorf("store: save effect state: %w", err)
 		}
 	}

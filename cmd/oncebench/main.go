@@ -9,6 +9,7 @@
 //	oncebench engines [flags] SQLite against PostgreSQL (a throwaway cluster, or -postgres URL): ingest and page times
 //	oncebench all [-quick]    the four in order
 //	oncebench search [flags]  search time at 10,000 and 1,000,000 events (minutes; not part of all)
+//	oncebench reads [flags]   every read at 10k, 100k (and -million: 1M) executions, and the ratio (minutes; not part of all)
 //	oncebench compare [flags] OTLP ingest against Jaeger with Badger, interleaved (minutes; not part of all)
 //
 // `make bench` runs `oncebench all`; -quick is a CI-sized run of each.
@@ -40,6 +41,8 @@ var standalone = []struct {
 	run         func(args []string, out io.Writer) error
 }{
 	{"search", "search time at 10,000 and 1,000,000 events, and their ratio", suite("search", "search", searchFlags, runSearch)},
+	{"reads", "every read at 10k and 100k executions (-million: and 1M), and the ratio of the largest to the smallest",
+		suite("reads", "read scaling", readsFlags, runReads)},
 	{"compare", "OTLP ingest against Jaeger with Badger, the same requests to each, interleaved (builds Jaeger once, ~5 min)",
 		suite("compare", "OTLP ingest against Jaeger", compareFlags, runCompare)},
 }

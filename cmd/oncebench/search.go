@@ -145,7 +145,12 @@ func runSearch(c searchConfig, dir string, out io.Writer) error {
 	var small map[string]time.Duration
 	for _, size := range []int{c.small, c.large} {
 		begin, had := time.Now(), len(messageIDs)
-		if err := buildSearchDB(ctx, w, had, size, rng, &messageIDs); err != nil {
+		keep := func(_, n int, ev trace.Event) {
+			if n == 4 {
+				messageIDs = append(messageIDs, ev.Effect.ID)
+			}
+		}
+		if err := buildDB(ctx, w, had, size, rng, searchRun, keep); err != nil {
 			return err
 		}
 		built := time.Since(begin)
@@ -176,15 +181,17 @@ func runSearch(c searchConfig, dir string, out io.Writer) error {
 
 func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// buildSearchDB writes executions [from, to) through the writer, as the
-// server does, from 8 senders so that group commit batches them.
-func buildSearchDB(ctx context.Context, w *writer.Writer, from, to int, rng *rand.Rand, messageIDs *[]string) error {
+// buildDB writes executions [from, to), as run generates them, through
+// the writer, as the server does, from 8 senders so that group commit
+// batches them; keep sees each parsed event (execution i's n-th).
+func buildDB(ctx context.Context, w *writer.Writer, from, to int, rng *rand.Rand,
+	run func(int, *rand.Rand) []map[string]any, keep func(i, n int, ev trace.Event)) error {
 	const perRequest = 100 // executions, 1,000 events
 	var batches [][]trace.Event
 	for start := from; start < to; start += perRequest {
 		var batch []trace.Event
 		for i := start; i < min(start+perRequest, to); i++ {
-			for n, e := range searchRun(i, rng) {
+			for n, e := range run(i, rng) {
 				raw, err := json.Marshal(e)
 				if err != nil {
 					return err
@@ -193,9 +200,7 @@ func buildSearchDB(ctx context.Context, w *writer.Writer, from, to int, rng *ran
 				if err != nil {
 					return fmt.Errorf("generated event %s: %w", raw, err)
 				}
-				if n == 4 {
-					*messageIDs = append(*messageIDs, ev.Effect.ID)
-				}
+				keep(i, n, ev)
 				batch = append(batch, ev)
 			}
 		}
