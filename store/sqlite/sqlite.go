@@ -14,6 +14,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"time"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -60,7 +61,7 @@ func open(ctx context.Context, path string, sync Sync, create bool) (*store.DB, 
 	if sync != SyncNormal && sync != SyncFull {
 		return nil, fmt.Errorf("store: sync must be normal or full, not %q", sync)
 	}
-	return store.New(ctx, &engine{path: path, sync: sync, create: create})
+	return store.New(ctx, &engine{path: path, sync: sync, create: create, checkpointPages: checkpointPages, checkpointIdle: checkpointIdle, backstopPages: backstopPages})
 }
 
 // engine is store.Engine for one SQLite file.
@@ -68,6 +69,14 @@ type engine struct {
 	path   string
 	sync   Sync
 	create bool
+
+	// checkpointPages, checkpointIdle and backstopPages are when the
+	// checkpoints run (checkpoint.go): the constants of those names unless
+	// a test says otherwise.
+	checkpointPages int64
+	checkpointIdle  time.Duration
+	backstopPages   int
+	cp              *checkpointer
 }
 
 func (e *engine) Name() string   { return "sqlite" }
@@ -84,12 +93,23 @@ func (e *engine) Connect(ctx context.Context) (write, read *sql.DB, err error) {
 	if !e.create {
 		dsn += "&mode=rw"
 	}
-	// The writer's transactions begin IMMEDIATE (BeginWrite); so do any
-	// database/sql ones on its pool (migrations).
-	write, err = sql.Open("sqlite", dsn+"&_txlock=immediate")
+	// The checkpointer's connection waits for no lock (checkpoint.go): its
+	// busy_timeout is 0.
+	cp, err := newCheckpointer(strings.Replace(dsn, url.QueryEscape(pragmas[0]), url.QueryEscape("busy_timeout(0)"), 1), e.checkpointPages, e.checkpointIdle)
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: open %s: %w", e.path, err)
 	}
+	e.cp = cp
+	// The writer's transactions begin IMMEDIATE (BeginWrite); so do any
+	// database/sql ones on its pool (migrations). Its commits leave the
+	// checkpoints to the checkpointer, which closing the pool stops, but
+	// for a backstop.
+	base, err := sqlite.NewConnector(dsn + "&_pragma=" + url.QueryEscape(fmt.Sprintf("wal_autocheckpoint(%d)", e.backstopPages)) + "&_txlock=immediate")
+	if err != nil {
+		cp.close()
+		return nil, nil, fmt.Errorf("store: open %s: %w", e.path, err)
+	}
+	write = sql.OpenDB(writerConnector{Connector: base, cp: cp})
 	write.SetMaxOpenConns(1)
 	write.SetMaxIdleConns(1)
 	write.SetConnMaxLifetime(0)
