@@ -241,6 +241,11 @@ func spread(rs []runResult, f func(runResult) float64, format string) string {
 // agent runs alternating between the two shapes, every run's trace id
 // random. The same bodies go to both servers.
 func compareRequests(spans, conns int, encoding string) (bodies [][][]byte, total, effects int, err error) {
+	return compareRequestsWith(spans, conns, encoding, randomIDs)
+}
+
+// compareRequestsWith is compareRequests with trace and span ids from ids.
+func compareRequestsWith(spans, conns int, encoding string, ids func(uint64) runIDs) (bodies [][][]byte, total, effects int, err error) {
 	const perRequest = 100 / spansPerTrace
 	traces := spans / spansPerTrace
 	bodies = make([][][]byte, conns)
@@ -257,7 +262,7 @@ func compareRequests(spans, conns int, encoding string) (bodies [][][]byte, tota
 			if i%2 == 1 {
 				run = frameworkRun
 			}
-			effects += run(out, uint64(i), randomIDs(uint64(i)), base.Add(time.Duration(i)*time.Second))
+			effects += run(out, uint64(i), ids(uint64(i)), base.Add(time.Duration(i)*time.Second))
 			total += spansPerTrace
 		}
 		var b []byte

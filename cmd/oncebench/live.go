@@ -588,24 +588,9 @@ func benchEvent(i int, id string) []byte {
 	return body
 }
 
-// processRSS is this process's resident memory from /proc/self/status, in
-// bytes; 0 where there is none.
-func processRSS() int64 {
-	status, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(status), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			if err != nil {
-				return 0
-			}
-			return kb << 10
-		}
-	}
-	return 0
-}
+// processRSS is this process's resident memory, in bytes; 0 where there
+// is no /proc.
+func processRSS() int64 { return max(0, childRSS(os.Getpid())) }
 
 func percentile(sorted []time.Duration, p float64) time.Duration {
 	if len(sorted) == 0 {

@@ -43,6 +43,8 @@ var standalone = []struct {
 	{"search", "search time at 10,000 and 1,000,000 events, and their ratio", suite("search", "search", searchFlags, runSearch)},
 	{"reads", "every read at 10k and 100k executions (-million: and 1M), and the ratio of the largest to the smallest",
 		suite("reads", "read scaling", readsFlags, runReads)},
+	{"floor", "compare's requests through serve's stages one by one (decode, map, event log, writer), CPU and bytes a span each, random and sequential ids",
+		suite("floor", "what each stage of OTLP ingest costs", floorFlags, runFloor)},
 	{"compare", "OTLP ingest against Jaeger with Badger, the same requests to each, interleaved (builds Jaeger once, ~5 min)",
 		suite("compare", "OTLP ingest against Jaeger", compareFlags, runCompare)},
 }

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -118,9 +119,9 @@ type readsDB struct {
 	db         *store.DB
 	writer     *writer.Writer
 	server     *web.Server
-	executions []readsExecution
-	outbox     []string // cursors into the outbox's second half
-	findings   []string // cursors into the findings' second half
+	executions map[int]*readsExecution // only the ones the samples ask for
+	outbox     []string                // cursors into the outbox's second half
+	findings   []string                // cursors into the findings' second half
 }
 
 // readKind is one kind of read: the request for sample s, and the text
@@ -131,7 +132,10 @@ type readKind struct {
 	request func(d *readsDB, s int) (path, want string)
 }
 
-func (d *readsDB) sample(s int) readsExecution { return d.executions[(s*7919+13)%d.size] }
+// sampleIndex is the execution sample s asks for, spread over the database.
+func sampleIndex(s, size int) int { return (s*7919 + 13) % size }
+
+func (d *readsDB) sample(s int) readsExecution { return *d.executions[sampleIndex(s, d.size)] }
 
 var readKinds = []readKind{
 	{"search: execution id", func(d *readsDB, s int) (string, string) {
@@ -184,10 +188,18 @@ func runReads(c readsConfig, dir string, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		d := &readsDB{size: size, db: db, writer: writer.New(db, writer.DefaultConfig), executions: make([]readsExecution, size)}
+		// Only the sampled executions are kept, so that the peak RSS below
+		// is the writer's and not this program's bookkeeping.
+		d := &readsDB{size: size, db: db, writer: writer.New(db, writer.DefaultConfig), executions: map[int]*readsExecution{}}
+		for s := range c.samples {
+			d.executions[sampleIndex(s, size)] = &readsExecution{}
+		}
 		dbs = append(dbs, d)
 		keep := func(i, n int, ev trace.Event) {
-			e := &d.executions[i]
+			e := d.executions[i]
+			if e == nil {
+				return
+			}
 			switch n {
 			case 0:
 				e.id = ev.Execution.ID
@@ -197,11 +209,19 @@ func runReads(c readsConfig, dir string, out io.Writer) error {
 				e.recipient = ev.Effect.Target
 			}
 		}
+		// What the builds before left behind is returned to the system
+		// first, so that the peak is this build's.
+		debug.FreeOSMemory()
 		begin := time.Now()
+		peak := watchPeakRSS()
 		if err := buildDB(ctx, d.writer, 0, size, rand.New(rand.NewPCG(uint64(size), 2)), readsRun, keep); err != nil {
 			return err
 		}
-		built := time.Since(begin)
+		built, peakRSS := time.Since(begin), peak()
+		// The reads get a writer of their own that has cached nothing, so
+		// that the next build's peak holds no cache of this one.
+		d.writer.Close()
+		d.writer = writer.New(db, writer.DefaultConfig)
 		if d.outbox, err = outboxCursors(ctx, db); err != nil {
 			return err
 		}
@@ -209,8 +229,9 @@ func runReads(c readsConfig, dir string, out io.Writer) error {
 			return err
 		}
 		d.server = web.New(web.Config{DB: db, Writer: d.writer, Limits: ingest.DefaultLimits, Analysis: trace.DefaultConfig, Logger: logger})
-		fmt.Fprintf(out, "built %d executions (%d events) in %s: %.0f events/s through the writer\n",
-			size, size*searchEventsPer, built.Round(time.Second), float64(size*searchEventsPer)/built.Seconds())
+		fmt.Fprintf(out, "built %d executions (%d events) in %s: %.0f events/s through the writer; peak RSS while building %d MiB (goal < %d MiB), file %d MiB\n",
+			size, size*searchEventsPer, built.Round(time.Second), float64(size*searchEventsPer)/built.Seconds(),
+			peakRSS>>20, readsRSSGoal>>20, fileSize(filepath.Join(dir, fmt.Sprintf("reads-%d.db", size)))>>20)
 	}
 
 	times := make([]map[string][]time.Duration, len(dbs))
@@ -259,6 +280,48 @@ func runReads(c readsConfig, dir string, out io.Writer) error {
 	tw.Flush()
 	fmt.Fprintf(out, "\n%d of %d reads meet the goal\n", met, len(readKinds))
 	return nil
+}
+
+// readsRSSGoal is issue 14's bound on resident memory throughout a
+// 1M-execution ingest.
+const readsRSSGoal = 200 << 20
+
+// watchPeakRSS samples this process's resident memory every 100 ms until
+// the function it returns is called, which answers the highest sample.
+// The process holds the generator, the writer and the database handles,
+// so this is an upper bound on what a server ingesting the same would hold.
+func watchPeakRSS() func() int64 {
+	done := make(chan struct{})
+	result := make(chan int64)
+	go func() {
+		peak := processRSS()
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+				peak = max(peak, processRSS())
+			case <-done:
+				result <- max(peak, processRSS())
+				return
+			}
+		}
+	}()
+	return func() int64 {
+		close(done)
+		return <-result
+	}
+}
+
+// fileSize is the size of the file at path, with its -wal, or 0.
+func fileSize(path string) int64 {
+	var total int64
+	for _, p := range []string{path, path + "-wal"} {
+		if info, err := os.Stat(p); err == nil {
+			total += info.Size()
+		}
+	}
+	return total
 }
 
 // countLabel is 10k, 100k, 1M: how the issue names the sizes.

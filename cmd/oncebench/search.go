@@ -183,29 +183,12 @@ func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisec
 
 // buildDB writes executions [from, to), as run generates them, through
 // the writer, as the server does, from 8 senders so that group commit
-// batches them; keep sees each parsed event (execution i's n-th).
+// batches them; keep sees each parsed event (execution i's n-th). Batches
+// are generated as the senders take them, so a million executions never
+// sit in memory at once.
 func buildDB(ctx context.Context, w *writer.Writer, from, to int, rng *rand.Rand,
 	run func(int, *rand.Rand) []map[string]any, keep func(i, n int, ev trace.Event)) error {
 	const perRequest = 100 // executions, 1,000 events
-	var batches [][]trace.Event
-	for start := from; start < to; start += perRequest {
-		var batch []trace.Event
-		for i := start; i < min(start+perRequest, to); i++ {
-			for n, e := range run(i, rng) {
-				raw, err := json.Marshal(e)
-				if err != nil {
-					return err
-				}
-				ev, err := ingest.ParseEvent(raw, ingest.DefaultLimits)
-				if err != nil {
-					return fmt.Errorf("generated event %s: %w", raw, err)
-				}
-				keep(i, n, ev)
-				batch = append(batch, ev)
-			}
-		}
-		batches = append(batches, batch)
-	}
 	next := make(chan []trace.Event)
 	errs := make(chan error, 8)
 	var wg sync.WaitGroup
@@ -219,23 +202,42 @@ func buildDB(ctx context.Context, w *writer.Writer, from, to int, rng *rand.Rand
 			}
 		})
 	}
-	for _, b := range batches {
-		select {
-		case next <- b:
-		case err := <-errs:
-			close(next)
-			wg.Wait()
+	stop := func(err error) error {
+		close(next)
+		wg.Wait()
+		if err != nil {
 			return err
 		}
+		select {
+		case err := <-errs:
+			return err
+		default:
+			return nil
+		}
 	}
-	close(next)
-	wg.Wait()
-	select {
-	case err := <-errs:
-		return err
-	default:
-		return nil
+	for start := from; start < to; start += perRequest {
+		var batch []trace.Event
+		for i := start; i < min(start+perRequest, to); i++ {
+			for n, e := range run(i, rng) {
+				raw, err := json.Marshal(e)
+				if err != nil {
+					return stop(err)
+				}
+				ev, err := ingest.ParseEvent(raw, ingest.DefaultLimits)
+				if err != nil {
+					return stop(fmt.Errorf("generated event %s: %w", raw, err))
+				}
+				keep(i, n, ev)
+				batch = append(batch, ev)
+			}
+		}
+		select {
+		case next <- batch:
+		case err := <-errs:
+			return stop(err)
+		}
 	}
+	return stop(nil)
 }
 
 // timeSearches runs each kind of query for samples executions spread over
