@@ -37,8 +37,12 @@ const (
 // emptied rather than checked entry by entry.
 const maxPatchChanges = 256
 
-// maxRememberedStates bounds what stateStored remembers.
-const maxRememberedStates = 1 << 18
+// maxRememberedStates bounds what stateStored remembers. Its maps are the
+// writer's largest: at 1 << 18 a build of 60,000 executions held 33 MB
+// live and peaked at 203 MiB resident, at 1 << 16 10 MB and 120 MiB, as
+// fast (oncebench reads, docs/performance.md). An effect forgotten only
+// has its unchanged state written again.
+const maxRememberedStates = 1 << 16
 
 type runCache struct {
 	runs map[string]*cachedRun
