@@ -23,6 +23,7 @@ Usage:
   oncetrace serve   [flags]   serve the UI, the ingest and read APIs
   oncetrace demo    [flags]   run the article's scenarios for real against a server
   oncetrace tap     [flags]   a recording proxy in front of an API: its effects go to a server
+  oncetrace chaos   [flags]   -- COMMAND: run an agent under one injected fault at a time; exit 1 on a call unsafe to retry
   oncetrace audit   [flags]   print the audit's findings; exit 1 on any critical one
   oncetrace import  [flags]   load NDJSON events into a database
   oncetrace export  [flags]   write a database's events as NDJSON
@@ -54,6 +55,14 @@ func main() {
 		err = runTap(args)
 	case "demo-worker": // an agent process the demo starts; not for people
 		err = runDemoWorker(args)
+	case "chaos":
+		var failed bool
+		failed, err = runChaosCommand(args, os.Stdout, os.Stderr)
+		if err == nil && failed {
+			os.Exit(1)
+		}
+	case "chaos-demo-agent": // the agent chaos --demo runs; not for people
+		err = runChaosDemoAgent(args)
 	case "import":
 		err = runImport(args, os.Stdin, os.Stdout)
 	case "export":

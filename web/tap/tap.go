@@ -88,6 +88,12 @@ type Config struct {
 	// Faults are the standing faults, applied to unsafe requests that carry
 	// no X-Oncetrace-Fault header.
 	Faults []sandbox.Fault
+	// Strike, when set, decides instead of Faults which faults strike an
+	// unsafe request: it is called once for every unsafe request, in the
+	// order they arrive (oncetrace chaos counts them with it), and the
+	// faults it returns all strike, their probability not rolled again. A
+	// request's X-Oncetrace-Fault header still wins over what it returns.
+	Strike func(r *http.Request) []sandbox.Fault
 	// HoldLimit bounds how long lose-response holds a connection before
 	// answering 504; 2 minutes when zero.
 	HoldLimit time.Duration
@@ -295,11 +301,18 @@ func (t *Tap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // faultsFor returns the faults that strike this request: those of its
-// header (which the upstream never sees), else the standing ones for an
-// unsafe request, each by its probability.
+// header (which the upstream never sees), else for an unsafe request what
+// Strike returns, or the standing ones, each by its probability.
 func (t *Tap) faultsFor(r *http.Request, unsafe bool) ([]sandbox.Fault, error) {
 	var candidates []sandbox.Fault
-	if h, ok := r.Header[http.CanonicalHeaderKey(sandbox.HeaderFault)]; ok {
+	h, hasHeader := r.Header[http.CanonicalHeaderKey(sandbox.HeaderFault)]
+	if unsafe && t.cfg.Strike != nil {
+		struck := t.cfg.Strike(r) // called even when the header wins, so every unsafe request is counted
+		if !hasHeader {
+			return struck, nil
+		}
+	}
+	if hasHeader {
 		var err error
 		if candidates, err = sandbox.ParseFaults(strings.Join(h, ",")); err != nil {
 			return nil, err
