@@ -98,6 +98,30 @@ func runFloor(c floorConfig, dir string, out io.Writer) error {
 		}
 		return nil
 	}
+	// intoLog inserts every group's events into a fresh store's event log
+	// and nothing else, with their bodies or with {} for each.
+	intoLog := func(ctx context.Context, path string, bodies [][]byte, emptied bool) error {
+		db, err := sqlite.Open(ctx, path, c.sync)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		err = eachGroup(bodies, func(evs []trace.Event) error {
+			if emptied {
+				for i := range evs {
+					evs[i].Body = emptyBody
+				}
+			}
+			return db.Update(ctx, func(tx *store.Tx) error {
+				_, err := tx.InsertEvents(evs, time.Now())
+				return err
+			})
+		})
+		if err != nil {
+			return err
+		}
+		return db.Close()
+	}
 	stages := []floorStage{
 		{"decode protobuf", func(_ context.Context, _ string, bodies [][]byte) error {
 			for _, b := range bodies {
@@ -111,41 +135,10 @@ func runFloor(c floorConfig, dir string, out io.Writer) error {
 			return eachGroup(bodies, func([]trace.Event) error { return nil })
 		}},
 		{"decode, map, insert into the event log only", func(ctx context.Context, path string, bodies [][]byte) error {
-			db, err := sqlite.Open(ctx, path, c.sync)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			err = eachGroup(bodies, func(evs []trace.Event) error {
-				return db.Update(ctx, func(tx *store.Tx) error {
-					_, err := tx.InsertEvents(evs, time.Now())
-					return err
-				})
-			})
-			if err != nil {
-				return err
-			}
-			return db.Close()
+			return intoLog(ctx, path, bodies, false)
 		}},
 		{"the same, every body replaced by {} (the log's keys and indexes)", func(ctx context.Context, path string, bodies [][]byte) error {
-			db, err := sqlite.Open(ctx, path, c.sync)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			err = eachGroup(bodies, func(evs []trace.Event) error {
-				for i := range evs {
-					evs[i].Body = emptyBody
-				}
-				return db.Update(ctx, func(tx *store.Tx) error {
-					_, err := tx.InsertEvents(evs, time.Now())
-					return err
-				})
-			})
-			if err != nil {
-				return err
-			}
-			return db.Close()
+			return intoLog(ctx, path, bodies, true)
 		}},
 		{"decode, map, the writer (all serve stores)", func(ctx context.Context, path string, bodies [][]byte) error {
 			db, err := sqlite.Open(ctx, path, c.sync)

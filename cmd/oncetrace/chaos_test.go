@@ -2,15 +2,12 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -196,7 +193,7 @@ func runChaosCLI(t *testing.T, agent string, flags ...string) (chaosReport, int,
 	}
 	args := append([]string{"chaos", "--json", "--env", chaosTestAgentEnv + "=" + agent}, flags...)
 	args = append(args, "--", self)
-	stdout, stderr, code := runChaosProcess(t, args...)
+	stdout, stderr, code := runCLIWithin(t, 4*time.Minute, args...)
 	var report chaosReport
 	if code != 2 {
 		if err := json.Unmarshal([]byte(stdout), &report); err != nil {
@@ -204,30 +201,6 @@ func runChaosCLI(t *testing.T, agent string, flags ...string) (chaosReport, int,
 		}
 	}
 	return report, code, stderr
-}
-
-// runChaosProcess runs the binary with a generous deadline: on a loaded
-// machine each run may take seconds.
-func runChaosProcess(t *testing.T, args ...string) (stdout, stderr string, code int) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, cliBinary, args...)
-	cmd.Env = cliEnv()
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err := cmd.Run()
-	var exit *exec.ExitError
-	switch {
-	case ctx.Err() != nil:
-		t.Fatalf("oncetrace %s: still running after 4 minutes\n%s", strings.Join(args, " "), errOut.String())
-	case err == nil:
-	case errors.As(err, &exit):
-		code = exit.ExitCode()
-	default:
-		t.Fatalf("oncetrace %s: %v", strings.Join(args, " "), err)
-	}
-	return out.String(), errOut.String(), code
 }
 
 // outcomes maps each run's label to its outcome.
@@ -418,7 +391,7 @@ func TestChaosFlagErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, stderr, code := runChaosProcess(t, tt.args...)
+			_, stderr, code := runCLIWithin(t, 4*time.Minute, tt.args...)
 			if code != 2 || !strings.Contains(stderr, tt.want) {
 				t.Errorf("exit %d, stderr %q; want 2 and a message naming %s", code, stderr, tt.want)
 			}
@@ -429,7 +402,7 @@ func TestChaosFlagErrors(t *testing.T) {
 // TestChaosBaselineMustSucceed: an agent that fails without faults stops
 // chaos with exit 2 and its stderr.
 func TestChaosBaselineMustSucceed(t *testing.T) {
-	_, stderr, code := runChaosProcess(t, "chaos", "--upstream", "pay=http://127.0.0.1:1", "--", "sh", "-c", "echo 'cannot reach the API' >&2; exit 3")
+	_, stderr, code := runCLIWithin(t, 4*time.Minute, "chaos", "--upstream", "pay=http://127.0.0.1:1", "--", "sh", "-c", "echo 'cannot reach the API' >&2; exit 3")
 	if code != 2 || !strings.Contains(stderr, "fails without faults") || !strings.Contains(stderr, "cannot reach the API") {
 		t.Errorf("exit %d, stderr %q; want 2, saying the agent fails without faults, with its stderr", code, stderr)
 	}
@@ -438,7 +411,7 @@ func TestChaosBaselineMustSucceed(t *testing.T) {
 // TestChaosDemo runs --demo as a user would: naive duplicates under
 // lose-response, keyed is safe everywhere.
 func TestChaosDemo(t *testing.T) {
-	stdout, stderr, code := runChaosProcess(t, "chaos", "--demo", "--json")
+	stdout, stderr, code := runCLIWithin(t, 4*time.Minute, "chaos", "--demo", "--json")
 	if code != 0 {
 		t.Fatalf("exit code: got %d, want 0\n%s", code, stderr)
 	}

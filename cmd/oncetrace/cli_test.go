@@ -56,7 +56,14 @@ func cliEnv() []string {
 // runCLI runs the binary to completion and returns its output and exit code.
 func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	return runCLIWithin(t, time.Minute, args...)
+}
+
+// runCLIWithin is runCLI with another deadline, for commands that run
+// others (chaos) and may take minutes on a loaded machine.
+func runCLIWithin(t *testing.T, limit time.Duration, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, cliBinary, args...)
 	cmd.Env = cliEnv()
@@ -65,14 +72,13 @@ func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	err := cmd.Run()
 	var exit *exec.ExitError
 	switch {
+	case ctx.Err() != nil:
+		t.Fatalf("oncetrace %s: still running after %s\n%s", strings.Join(args, " "), limit, errOut.String())
 	case err == nil:
 	case errors.As(err, &exit):
 		code = exit.ExitCode()
 	default:
 		t.Fatalf("oncetrace %s: %v", strings.Join(args, " "), err)
-	}
-	if ctx.Err() != nil {
-		t.Fatalf("oncetrace %s: still running after a minute", strings.Join(args, " "))
 	}
 	return out.String(), errOut.String(), code
 }
