@@ -24,9 +24,9 @@ import (
 var fieldsOf = map[trace.EventType][]string{
 	trace.EventExecution: {"type", "id", "execution_id", "name", "name_source", "status", "started_at", "ended_at", "idempotency_key", "labels"},
 	trace.EventAttempt: {"type", "id", "execution_id", "step_id", "attempt", "tool", "effect", "provider", "args", "result",
-		"idempotency_key", "worker", "started_at", "ended_at", "outcome", "error", "deduplicated", "trace_id", "span_id"},
+		"idempotency_key", "worker", "started_at", "ended_at", "outcome", "error", "deduplicated", "trace_id", "span_id", "recognised_by"},
 	trace.EventEffect: {"type", "id", "provider", "effect_id", "idempotency_key", "execution_id", "step_id", "target", "at",
-		"trace_id", "span_id"},
+		"trace_id", "span_id", "fingerprint", "summary"},
 	trace.EventSpan: {"type", "id", "execution_id", "trace_id", "span_id", "parent_span_id", "role", "name", "started_at", "ended_at",
 		"error", "model", "input_tokens", "output_tokens", "http_method", "http_url", "http_status", "idempotency_key"},
 }
@@ -143,6 +143,7 @@ func parseAttempt(f *fields) *trace.Attempt {
 		Outcome:        trace.Outcome(f.enum("outcome", false, "ok", "error", "timeout", "replayed")),
 		Error:          f.text("error"),
 		Deduplicated:   f.bool("deduplicated"),
+		RecognisedBy:   f.id("recognised_by", false),
 	}
 	// An attempt identified by its span may leave its number to be derived.
 	if _, sent := f.get("attempt"); sent || a.SpanID == "" {
@@ -166,6 +167,8 @@ func parseEffect(f *fields) *trace.Effect {
 		At:             f.time("at"),
 		TraceID:        f.id("trace_id", false),
 		SpanID:         f.id("span_id", false),
+		Fingerprint:    f.id("fingerprint", false),
+		Summary:        f.text("summary"),
 	}
 }
 

@@ -59,15 +59,16 @@ func (db *DB) Message(ctx context.Context, provider, effectID string) (Message, 
 	var received, last int64
 	// The effect's columns are NULL when it is not stored.
 	var e struct {
-		provider, id, key, execution, step, target, conflicts, traceID, spanID, state sql.NullString
-		at                                                                            sql.NullInt64
+		provider, id, key, execution, step, target, conflicts, traceID, spanID, state, fingerprint, summary sql.NullString
+		at                                                                                                  sql.NullInt64
 	}
 	err := db.read.QueryRowContext(ctx, `SELECT m.mail_from, m.recipients, m.received_at, m.last_received_at, m.received, m.raw,
-			e.provider, e.effect_id, e.idempotency_key, e.execution_id, e.step_id, e.target, e.at, e.conflicts, e.trace_id, e.span_id, e.state
+			e.provider, e.effect_id, e.idempotency_key, e.execution_id, e.step_id, e.target, e.at, e.conflicts, e.trace_id, e.span_id, e.state,
+			e.fingerprint, e.summary
 		FROM messages m LEFT JOIN effects e ON e.provider = m.provider AND e.effect_id = m.effect_id
 		WHERE m.provider = ? AND m.effect_id = ?`, provider, effectID).
 		Scan(&m.From, &recipients, &received, &last, &m.Received, &m.Raw,
-			&e.provider, &e.id, &e.key, &e.execution, &e.step, &e.target, &e.at, &e.conflicts, &e.traceID, &e.spanID, &e.state)
+			&e.provider, &e.id, &e.key, &e.execution, &e.step, &e.target, &e.at, &e.conflicts, &e.traceID, &e.spanID, &e.state, &e.fingerprint, &e.summary)
 	if errors.Is(err, sql.ErrNoRows) {
 		return m, ErrNotFound
 	}
@@ -79,7 +80,8 @@ func (db *DB) Message(ctx context.Context, provider, effectID string) (Message, 
 	if e.provider.Valid {
 		m.Effect = trace.Effect{Provider: e.provider.String, ID: e.id.String, IdempotencyKey: e.key.String,
 			ExecutionID: e.execution.String, StepID: e.step.String, Target: e.target.String, At: fromNanos(e.at),
-			Conflicts: conflicts(e.conflicts.String), TraceID: e.traceID.String, SpanID: e.spanID.String}
+			Conflicts: conflicts(e.conflicts.String), TraceID: e.traceID.String, SpanID: e.spanID.String,
+			Fingerprint: e.fingerprint.String, Summary: e.summary.String}
 		m.State = trace.MatchState(e.state.String)
 	}
 	return m, nil

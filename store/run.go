@@ -34,7 +34,7 @@ func scanExecution(row interface{ Scan(...any) error }, extra ...any) (trace.Exe
 }
 
 const attemptColumns = `execution_id, step_id, attempt, tool, effect, provider, outcome, deduplicated, idempotency_key,
-	worker, started_at, ended_at, args, result, error, conflicts, trace_id, span_id`
+	worker, started_at, ended_at, args, result, error, conflicts, trace_id, span_id, recognised_by`
 
 func scanAttempts(rows *sql.Rows) ([]trace.Attempt, error) {
 	defer rows.Close()
@@ -45,7 +45,7 @@ func scanAttempts(rows *sql.Rows) ([]trace.Attempt, error) {
 		var dedup int
 		var args, result, conflictText string
 		if err := rows.Scan(&a.ExecutionID, &a.StepID, &a.Number, &a.Tool, &a.Effect, &a.Provider, &a.Outcome, &dedup,
-			&a.IdempotencyKey, &a.Worker, &started, &ended, &args, &result, &a.Error, &conflictText, &a.TraceID, &a.SpanID); err != nil {
+			&a.IdempotencyKey, &a.Worker, &started, &ended, &args, &result, &a.Error, &conflictText, &a.TraceID, &a.SpanID, &a.RecognisedBy); err != nil {
 			return nil, err
 		}
 		a.Deduplicated = dedup == 1
@@ -56,14 +56,15 @@ func scanAttempts(rows *sql.Rows) ([]trace.Attempt, error) {
 	return out, rows.Err()
 }
 
-const effectColumns = `provider, effect_id, idempotency_key, execution_id, step_id, target, at, conflicts, trace_id, span_id`
+const effectColumns = `provider, effect_id, idempotency_key, execution_id, step_id, target, at, conflicts, trace_id, span_id,
+	fingerprint, summary`
 
 func scanEffect(row interface{ Scan(...any) error }, extra ...any) (trace.Effect, error) {
 	var f trace.Effect
 	var at sql.NullInt64
 	var conflictText string
 	dest := append([]any{&f.Provider, &f.ID, &f.IdempotencyKey, &f.ExecutionID, &f.StepID, &f.Target, &at, &conflictText,
-		&f.TraceID, &f.SpanID}, extra...)
+		&f.TraceID, &f.SpanID, &f.Fingerprint, &f.Summary}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return f, err
 	}

@@ -340,21 +340,21 @@ func (t *Tx) PutNumberedAttempts(attempts []NumberedAttempt) error {
 			n /= 2
 		}
 		chunk := attempts[start : start+n]
-		args := make([]any, 0, 19*n)
+		args := make([]any, 0, 20*n)
 		for _, na := range chunk {
 			a := na.Attempt
 			args = append(args, a.ExecutionID, a.StepID, a.Number, a.Tool, string(a.Effect), a.Provider, string(a.Outcome), boolInt(a.Deduplicated),
 				a.IdempotencyKey, a.Worker, nanos(a.StartedAt), nanos(a.EndedAt), jsonText(a.Args), jsonText(a.Result), a.Error, jsonText(a.Conflicts),
-				a.TraceID, a.SpanID, boolInt(na.Derived))
+				a.TraceID, a.SpanID, a.RecognisedBy, boolInt(na.Derived))
 		}
 		err := t.exec(multiRowQuery(`INSERT INTO attempts (`+attemptColumns+`, derived_number) VALUES `,
-			`(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, n,
+			`(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, n,
 			` ON CONFLICT (execution_id, step_id, attempt) DO UPDATE SET tool = excluded.tool, effect = excluded.effect,
 			provider = excluded.provider, outcome = excluded.outcome, deduplicated = excluded.deduplicated,
 			idempotency_key = excluded.idempotency_key, worker = excluded.worker, started_at = excluded.started_at,
 			ended_at = excluded.ended_at, args = excluded.args, result = excluded.result, error = excluded.error,
 			conflicts = excluded.conflicts, trace_id = excluded.trace_id, span_id = excluded.span_id,
-			derived_number = excluded.derived_number`), args...)
+			recognised_by = excluded.recognised_by, derived_number = excluded.derived_number`), args...)
 		if err != nil {
 			a := chunk[0].Attempt
 			return fmt.Errorf("store: put attempt %s/%s/%d: %w", a.ExecutionID, a.StepID, a.Number, err)
@@ -534,11 +534,13 @@ func (t *Tx) ExecutionsOfTraces(traces []string) ([]string, error) {
 func (t *Tx) PutEffect(f trace.Effect) error {
 	// sort_at is at for the outbox's order (0 when unknown, never NULL);
 	// a new row is an orphan, state_rank's default, until a recheck says.
-	err := t.exec(`INSERT INTO effects (`+effectColumns+`, sort_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	err := t.exec(`INSERT INTO effects (`+effectColumns+`, sort_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (provider, effect_id) DO UPDATE SET idempotency_key = excluded.idempotency_key,
 			execution_id = excluded.execution_id, step_id = excluded.step_id, target = excluded.target,
-			at = excluded.at, sort_at = excluded.sort_at, conflicts = excluded.conflicts, trace_id = excluded.trace_id, span_id = excluded.span_id`,
-		f.Provider, f.ID, f.IdempotencyKey, f.ExecutionID, f.StepID, f.Target, nanos(f.At), jsonText(f.Conflicts), f.TraceID, f.SpanID, effectSortAt(f.At))
+			at = excluded.at, sort_at = excluded.sort_at, conflicts = excluded.conflicts, trace_id = excluded.trace_id, span_id = excluded.span_id,
+			fingerprint = excluded.fingerprint, summary = excluded.summary`,
+		f.Provider, f.ID, f.IdempotencyKey, f.ExecutionID, f.StepID, f.Target, nanos(f.At), jsonText(f.Conflicts), f.TraceID, f.SpanID,
+		f.Fingerprint, f.Summary, effectSortAt(f.At))
 	if err != nil {
 		return fmt.Errorf("store: put effect %s/%s: %w", f.Provider, f.ID, err)
 	}

@@ -534,13 +534,13 @@ func sameAttempt(a, b Attempt) bool {
 		a.Provider == b.Provider && a.Outcome == b.Outcome && a.Deduplicated == b.Deduplicated && a.IdempotencyKey == b.IdempotencyKey &&
 		a.Worker == b.Worker && a.StartedAt == b.StartedAt && a.EndedAt == b.EndedAt && bytes.Equal(a.Args, b.Args) &&
 		bytes.Equal(a.Result, b.Result) && a.Error == b.Error && a.TraceID == b.TraceID && a.SpanID == b.SpanID &&
-		slices.Equal(a.Conflicts, b.Conflicts)
+		a.RecognisedBy == b.RecognisedBy && slices.Equal(a.Conflicts, b.Conflicts)
 }
 
 func sameEffect(a, b Effect) bool {
 	return a.Provider == b.Provider && a.ID == b.ID && a.IdempotencyKey == b.IdempotencyKey && a.ExecutionID == b.ExecutionID &&
 		a.StepID == b.StepID && a.Target == b.Target && a.At == b.At && a.TraceID == b.TraceID && a.SpanID == b.SpanID &&
-		slices.Equal(a.Conflicts, b.Conflicts)
+		a.Fingerprint == b.Fingerprint && a.Summary == b.Summary && slices.Equal(a.Conflicts, b.Conflicts)
 }
 
 // sameSlice reports whether a and b are one slice (see RunAuditor).

@@ -82,6 +82,7 @@ func FoldAttempt(events []Event) Attempt {
 		keepString(&a.Worker, e.Worker)
 		keepString(&a.TraceID, e.TraceID)
 		keepString(&a.SpanID, e.SpanID)
+		keepString(&a.RecognisedBy, e.RecognisedBy)
 		keepTime(&a.StartedAt, e.StartedAt)
 		if len(a.Args) == 0 {
 			a.Args = e.Args
@@ -116,6 +117,8 @@ func FoldEffect(events []Event) Effect {
 		keepString(&f.Target, e.Target)
 		keepString(&f.TraceID, e.TraceID)
 		keepString(&f.SpanID, e.SpanID)
+		keepString(&f.Fingerprint, e.Fingerprint)
+		keepString(&f.Summary, e.Summary)
 		keepTime(&f.At, e.At)
 	}
 	return f

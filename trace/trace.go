@@ -118,9 +118,13 @@ type Attempt struct {
 	// TraceID and SpanID name the OpenTelemetry span the attempt came from.
 	// An attempt with a SpanID and no number sent is identified by its span;
 	// its number is its rank by start among its step's attempts.
-	TraceID   string     `json:"trace_id,omitempty"`
-	SpanID    string     `json:"span_id,omitempty"`
-	Conflicts []Conflict `json:"conflicts,omitempty"`
+	TraceID string `json:"trace_id,omitempty"`
+	SpanID  string `json:"span_id,omitempty"`
+	// RecognisedBy names the span-dialect rule that made a span this
+	// attempt when it was not an entry for a known framework: "generic"
+	// for the fallback that recognises tool spans in any namespace.
+	RecognisedBy string     `json:"recognised_by,omitempty"`
+	Conflicts    []Conflict `json:"conflicts,omitempty"`
 }
 
 // Finished reports whether the attempt carries a terminal outcome.
@@ -138,9 +142,17 @@ type Effect struct {
 	// TraceID and SpanID are the W3C trace context of the request that
 	// caused the effect: the trace names the execution, the span is the one
 	// that made the request (usually an HTTP client span under a tool span).
-	TraceID   string     `json:"trace_id,omitempty"`
-	SpanID    string     `json:"span_id,omitempty"`
-	Conflicts []Conflict `json:"conflicts,omitempty"`
+	TraceID string `json:"trace_id,omitempty"`
+	SpanID  string `json:"span_id,omitempty"`
+	// Fingerprint is what was asked of the provider, as the feed that
+	// recorded the effect saw it, without what differs between two sends
+	// of one intent (keys, timestamps, nonces): two effects of one run at
+	// one provider with one fingerprint asked for the same thing twice.
+	// Summary says the same for humans ("email to jordan@acme.dev,
+	// subject 'Your June invoice'").
+	Fingerprint string     `json:"fingerprint,omitempty"`
+	Summary     string     `json:"summary,omitempty"`
+	Conflicts   []Conflict `json:"conflicts,omitempty"`
 }
 
 // Conflict records a terminal value that disagreed with the one kept.

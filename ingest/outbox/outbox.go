@@ -45,7 +45,7 @@ func Event(e trace.Effect, id string) map[string]any {
 		ev["at"] = e.At.UTC().Format(time.RFC3339Nano)
 	}
 	for k, v := range map[string]string{"target": e.Target, "idempotency_key": e.IdempotencyKey, "execution_id": e.ExecutionID,
-		"step_id": e.StepID, "trace_id": e.TraceID, "span_id": e.SpanID} {
+		"step_id": e.StepID, "trace_id": e.TraceID, "span_id": e.SpanID, "fingerprint": e.Fingerprint, "summary": e.Summary} {
 		if v != "" {
 			ev[k] = v
 		}
