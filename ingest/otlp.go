@@ -489,7 +489,7 @@ func (s *otlpSpan) attemptOutcome() (outcome, msg string) {
 		outcome = "error"
 		var errType string
 		errType, msg = s.spanError()
-		if isTimeout(errType) {
+		if isTimeout(errType) || messageNamesTimeout(msg) {
 			outcome = "timeout"
 		}
 	case s.rule != nil && s.rule.unreported != nil:
@@ -579,6 +579,24 @@ func isTimeout(errType string) bool {
 	t := strings.ToLower(errType)
 	for _, w := range []string{"timeout", "timedout", "abort", "deadline"} {
 		if strings.Contains(t, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// timeoutWords are what an error message says when the call timed out or
+// was aborted: many frameworks lose the error's type on the way to the
+// span (LangChain, Mastra and ADK keep only the message), so the message
+// is the only evidence left.
+var timeoutWords = []string{"timeouterror", "aborterror", "etimedout", "timed out", "timeout after", "deadline exceeded",
+	"operation was aborted"}
+
+// messageNamesTimeout reports whether an error message names a timeout or
+// an abort, in any case.
+func messageNamesTimeout(msg string) bool {
+	for _, w := range timeoutWords {
+		if containsFold(msg, w) {
 			return true
 		}
 	}
