@@ -54,9 +54,11 @@ type SpanMap struct {
 	// looked up here once each.
 	slots map[string]int32
 	// Rules by the order they are tried in: the ones that win even at the
-	// root, then tool, model and HTTP rules of every entry, then the
-	// fallback entries' tool and model rules.
+	// root, then the rules that make a span context, then tool, model and
+	// HTTP rules of every entry, then the fallback entries' tool and model
+	// rules.
 	evenAtRoot                  []*spanRule
+	context                     []*spanRule
 	tool, model, http           []*spanRule
 	fallbackTool, fallbackModel []*spanRule
 	fields                      [fieldCount][]*fieldSource
@@ -112,7 +114,7 @@ type dialect struct {
 	fallback      bool
 	marksAttempts bool
 	tool, model   []*spanRule
-	http          []*spanRule
+	http, context []*spanRule
 	fields        [fieldCount][]*fieldSource
 }
 
@@ -249,8 +251,9 @@ type fieldSource struct {
 	keys      []string
 	lacks     []string
 	when      []*condition
-	unwrap    bool // unwrap_openllmetry_args
-	rank      int  // execution_name: the place of ranks_as in trace.NameSources
+	unwrap    bool     // unwrap_openllmetry_args
+	jsonPath  []string // json_key: the value at this path in the attribute's JSON
+	rank      int      // execution_name: the place of ranks_as in trace.NameSources
 	rankName  string
 	fromEntry *dialect
 }
@@ -269,6 +272,7 @@ type dialectJSON struct {
 	Tool          []json.RawMessage            `json:"tool"`
 	Model         []json.RawMessage            `json:"model"`
 	HTTP          []json.RawMessage            `json:"http"`
+	Context       []json.RawMessage            `json:"context"`
 	Fields        map[string][]json.RawMessage `json:"fields"`
 }
 
@@ -313,6 +317,7 @@ type sourceJSON struct {
 	KeyContains   *[]string         `json:"key_contains"`
 	KeyLacks      []string          `json:"key_lacks"`
 	Transform     *string           `json:"transform"`
+	JSONKey       *string           `json:"json_key"`
 	RanksAs       *string           `json:"ranks_as"`
 	When          []json.RawMessage `json:"when"`
 }
@@ -390,6 +395,12 @@ func parseDialect(raw json.RawMessage, builtin bool) (*dialect, error) {
 	}
 	if d.http, err = parseRules(d, "http", j.HTTP, false); err != nil {
 		return d, err
+	}
+	if d.context, err = parseRules(d, "context", j.Context, false); err != nil {
+		return d, err
+	}
+	if d.fallback && len(d.context) > 0 {
+		return d, errors.New("context: a fallback entry's rules are tried after every other's; it has nothing to veto")
 	}
 	for _, key := range slices.Sorted(maps.Keys(j.Fields)) {
 		f := slices.IndexFunc(spanFields[:], func(sf fieldSpec) bool { return sf.key == key })
@@ -666,6 +677,15 @@ func parseSource(d *dialect, f spanField, raw json.RawMessage) (*fieldSource, er
 		}
 		s.lacks = lowerAll(j.KeyLacks)
 	}
+	if j.JSONKey != nil {
+		if s.kind != sourceAttr || *j.JSONKey == "" || slices.Contains(strings.Split(*j.JSONKey, "."), "") {
+			return nil, errors.New(`"json_key": with "attr" only, a dotted path of keys such as "usage.input_tokens"`)
+		}
+		if field.attrsOnly {
+			return nil, fmt.Errorf(`"json_key": %s is also read off resources and span events: give attribute names only`, field.key)
+		}
+		s.jsonPath = strings.Split(*j.JSONKey, ".")
+	}
 	if j.Transform != nil {
 		if *j.Transform != "unwrap_openllmetry_args" || f != fieldArgs {
 			return nil, fmt.Errorf(`"transform": the one transform is "unwrap_openllmetry_args", for args; not %q`, *j.Transform)
@@ -765,7 +785,7 @@ func compileSpanMap(entries []*dialect) *SpanMap {
 		}
 	}
 	for _, d := range entries {
-		for _, rules := range [][]*spanRule{d.tool, d.model, d.http} {
+		for _, rules := range [][]*spanRule{d.tool, d.model, d.http, d.context} {
 			for _, r := range rules {
 				resolve(r.when)
 			}
@@ -802,6 +822,7 @@ func compileSpanMap(entries []*dialect) *SpanMap {
 				m.model = append(m.model, d.model...)
 			}
 			m.http = append(m.http, d.http...)
+			m.context = append(m.context, d.context...)
 		}
 	}
 	return m

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 
@@ -76,10 +77,16 @@ func (m *SpanMap) roleOf(v *spanView, parentless bool) (spanRole, *spanRule) {
 	return roleRoot, nil
 }
 
-// ruledRole is the role of the first rule that matches: tool calls before
-// model calls before HTTP calls, each across every entry in order, then
-// the fallback entries'.
+// ruledRole is the role of the first rule that matches: a rule that says
+// the span is context (whatever later rules would say), then tool calls
+// before model calls before HTTP calls, each across every entry in order,
+// then the fallback entries'.
 func (m *SpanMap) ruledRole(v *spanView) (spanRole, *spanRule) {
+	for _, r := range m.context {
+		if v.matches(r) {
+			return roleContext, r
+		}
+	}
 	for _, r := range m.tool {
 		if v.matches(r) {
 			return roleTool, r
@@ -284,7 +291,11 @@ func (v *spanView) value(s *fieldSource, nonempty bool) (pcommon.Value, bool) {
 	}
 	switch s.kind {
 	case sourceAttr:
-		return v.get(s.slot)
+		val, ok := v.get(s.slot)
+		if ok && s.jsonPath != nil {
+			return valueAtJSONPath(val, s.jsonPath)
+		}
+		return val, ok
 	case sourceInNamespace:
 		if v.namespace == "" {
 			return pcommon.Value{}, false
@@ -403,4 +414,46 @@ func unwrapOpenLLMetryArgs(v any) any {
 		return wrapped.Args[0]
 	}
 	return v
+}
+
+// valueAtJSONPath is the value at path in an attribute that holds a JSON
+// object (Mastra keeps a model call's usage in the provider's raw answer),
+// as an attribute value: a string, a number, a boolean, or an object or
+// array as its JSON.
+func valueAtJSONPath(v pcommon.Value, path []string) (pcommon.Value, bool) {
+	if v.Type() != pcommon.ValueTypeStr {
+		return pcommon.Value{}, false
+	}
+	raw := json.RawMessage(v.Str())
+	for _, key := range path {
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(raw, &obj) != nil {
+			return pcommon.Value{}, false
+		}
+		var ok bool
+		if raw, ok = obj[key]; !ok {
+			return pcommon.Value{}, false
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var x any
+	if dec.Decode(&x) != nil {
+		return pcommon.Value{}, false
+	}
+	switch x := x.(type) {
+	case nil:
+		return pcommon.Value{}, false
+	case string:
+		return pcommon.NewValueStr(x), true
+	case bool:
+		return pcommon.NewValueBool(x), true
+	case json.Number:
+		if n, err := x.Int64(); err == nil {
+			return pcommon.NewValueInt(n), true
+		}
+		f, _ := x.Float64()
+		return pcommon.NewValueDouble(f), true
+	}
+	return pcommon.NewValueStr(string(raw)), true
 }
