@@ -60,8 +60,12 @@ func (v *spanView) get(slot int32) (pcommon.Value, bool) {
 }
 
 // roleOf decides a span's role, and for a tool call the rule that
-// recognised it. oncetrace's markers win even at the root; the trace's
-// root span is its execution, whatever its dialect says.
+// recognised it. oncetrace's markers win even at the root. The trace's
+// root span is its execution, whatever its dialect says, unless all it is
+// is an HTTP call: the HTTP instrumentation starts a trace of its own for
+// a request made outside any span (LangGraph's and Mastra's exporters
+// leave their fetches so), and such a span is an HTTP call that lost its
+// parent, not a run.
 func (m *SpanMap) roleOf(v *spanView, parentless bool) (spanRole, *spanRule) {
 	if v.span.Name() == otlpEffectName {
 		return roleEffect, nil
@@ -74,6 +78,11 @@ func (m *SpanMap) roleOf(v *spanView, parentless bool) (spanRole, *spanRule) {
 	if !parentless {
 		return m.ruledRole(v)
 	}
+	if role, _ := m.ruledRole(v); role == roleHTTP && !m.namesExecution(v) &&
+		!v.matchesAny(m.fallbackTool) && !v.matchesAny(m.fallbackModel) {
+		return roleHTTP, nil
+	}
+	v.namespace = ""
 	return roleRoot, nil
 }
 
