@@ -727,6 +727,8 @@ func strictJSON(data []byte, v any) error {
 			return errors.New("more than one JSON value")
 		}
 		return nil
+	case errors.As(err, &typeErr) && typeErr.Field == "":
+		return fmt.Errorf("got a JSON %s, want %s", typeErr.Value, jsonTypeName(typeErr.Type.String()))
 	case errors.As(err, &typeErr):
 		return fmt.Errorf("%q: got a JSON %s, want %s", typeErr.Field, typeErr.Value, jsonTypeName(typeErr.Type.String()))
 	case strings.HasPrefix(err.Error(), "json: unknown field "):

@@ -37,6 +37,8 @@ type serveConfig struct {
 	otlpAddr              string
 	allowedOrigins        []string
 	toolClasses           ingest.ToolClasses
+	spanMapFlags          spanMapFlags    // spanmap.go: --span-map
+	spanMap               *ingest.SpanMap // nil: the built-in one
 	webhookFlags          webhookFlags
 	webhooks              web.WebhookConfig
 	smtpAddr              string
@@ -83,6 +85,7 @@ func serveFlags(args []string) (serveConfig, error) {
 	toolClasses := fs.String("tool-class", envOr("ONCETRACE_TOOL_CLASS", ""),
 		"classify OpenTelemetry tool calls without oncetrace.effect by tool-name glob, e.g. 'send_*=write,get_*=read,charge_*=unsafe'; unmatched tools are class unknown (env ONCETRACE_TOOL_CLASS)")
 	c.webhookFlags.register(fs)
+	c.spanMapFlags.register(fs)
 	c.listen.register(fs)
 	c.access.register(fs)
 	c.retention.register(fs)
@@ -102,6 +105,9 @@ func serveFlags(args []string) (serveConfig, error) {
 		return c, fmt.Errorf("serve: --tool-class: %w", err)
 	}
 	if c.webhooks, err = c.webhookFlags.config(); err != nil {
+		return c, err
+	}
+	if c.spanMap, err = c.spanMapFlags.spanMap("serve"); err != nil {
 		return c, err
 	}
 	if err := c.access.check(); err != nil {
@@ -216,7 +222,7 @@ func runServe(args []string) error {
 	// the database closes.
 	pruner := startPruner(ctx, db, c.retention, c.analysis, logger, metrics.ObservePrune)
 	defer pruner.stop()
-	srv := web.New(web.Config{DB: db, Writer: ingestWriter, Limits: c.limits, ToolClasses: c.toolClasses, Analysis: c.analysis, IngestToken: c.token, Webhooks: c.webhooks,
+	srv := web.New(web.Config{DB: db, Writer: ingestWriter, Limits: c.limits, ToolClasses: c.toolClasses, SpanMap: c.spanMap, Analysis: c.analysis, IngestToken: c.token, Webhooks: c.webhooks,
 		Logger: logger, Sandbox: c.sandbox, Hub: hub, AllowedOrigins: c.allowedOrigins, AllowedHosts: c.allowedHosts,
 		Auth: c.auth(), Metrics: metrics, MaxDecodeBytes: c.decode.maxBytes})
 
@@ -228,6 +234,9 @@ func runServe(args []string) error {
 	logger.Info("oncetrace serving", "url", "http://"+ln.Addr().String(), "db", redactedTarget(c.db), "engine", db.Engine(), "sync", syncMode, "version", version)
 	logger.Info("oncetrace redaction", "redact", strings.Join(c.limits.Redact.Terms(), ",")) // prune.go
 	logger.Info("oncetrace hosts", "allowed_hosts", strings.Join(c.allowedHosts, ","), "max_conns_per_ip", c.listen.maxConnsPerIP)
+	if c.spanMap != nil {
+		logger.Info("oncetrace span map", "files", strings.Join(c.spanMapFlags.files, ","), "dialects", strings.Join(c.spanMap.Dialects(), ","))
+	}
 	// The conventional OTLP/HTTP port, for exporters left at their default.
 	otlpServer := c.listen.httpServer(otlpOnly(srv))
 	if c.otlpAddr != "" {
