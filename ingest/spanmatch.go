@@ -1,8 +1,8 @@
 package ingest
 
 import (
-	"bytes"
 	"encoding/json"
+	"strconv"
 	"strings"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -231,7 +231,8 @@ func equal(got, want string, fold bool) bool {
 // and keeps the first such namespace, in the span's attribute order.
 func (v *spanView) findNamespace(c *condition) bool {
 	for k, val := range v.attrs.All() {
-		if !strings.EqualFold(valueString(val), c.value) {
+		// A type is a string: other values are not printed to be compared.
+		if val.Type() != pcommon.ValueTypeStr || !strings.EqualFold(val.Str(), c.value) {
 			continue
 		}
 		for _, typeKey := range c.typeKeys {
@@ -258,12 +259,28 @@ func (v *spanView) keyed(ends bool, keys, lacks []string, nonempty bool) (pcommo
 		if !keyMatches(k, ends, keys, lacks) {
 			continue
 		}
-		if nonempty && valueString(val) == "" {
+		if nonempty && isEmptyValue(val) {
 			continue
 		}
 		return val, true
 	}
 	return pcommon.Value{}, false
+}
+
+// isEmptyValue: a value valueString gives as "", without printing a map or
+// an array to find out.
+func isEmptyValue(v pcommon.Value) bool {
+	switch v.Type() {
+	case pcommon.ValueTypeStr:
+		return v.Str() == ""
+	case pcommon.ValueTypeSlice:
+		return v.Slice().Len() == 0 || isEmptyValue(v.Slice().At(0))
+	case pcommon.ValueTypeEmpty:
+		return true
+	case pcommon.ValueTypeBytes:
+		return v.Bytes().Len() == 0
+	}
+	return false
 }
 
 func keyMatches(key string, ends bool, keys, lacks []string) bool {
@@ -426,43 +443,136 @@ func unwrapOpenLLMetryArgs(v any) any {
 }
 
 // valueAtJSONPath is the value at path in an attribute that holds a JSON
-// object (Mastra keeps a model call's usage in the provider's raw answer),
-// as an attribute value: a string, a number, a boolean, or an object or
+// object (Mastra keeps a model call's usage in the provider's answer), as
+// an attribute value: a string, a number, a boolean, or an object or
 // array as its JSON.
 func valueAtJSONPath(v pcommon.Value, path []string) (pcommon.Value, bool) {
 	if v.Type() != pcommon.ValueTypeStr {
 		return pcommon.Value{}, false
 	}
-	raw := json.RawMessage(v.Str())
-	for _, key := range path {
-		var obj map[string]json.RawMessage
-		if json.Unmarshal(raw, &obj) != nil {
-			return pcommon.Value{}, false
-		}
-		var ok bool
-		if raw, ok = obj[key]; !ok {
-			return pcommon.Value{}, false
-		}
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var x any
-	if dec.Decode(&x) != nil {
+	raw, ok := jsonLookup(v.Str(), path)
+	if !ok || raw == "" {
 		return pcommon.Value{}, false
 	}
-	switch x := x.(type) {
-	case nil:
-		return pcommon.Value{}, false
-	case string:
-		return pcommon.NewValueStr(x), true
-	case bool:
-		return pcommon.NewValueBool(x), true
-	case json.Number:
-		if n, err := x.Int64(); err == nil {
-			return pcommon.NewValueInt(n), true
+	switch c := raw[0]; {
+	case c == '"':
+		var s string
+		if json.Unmarshal([]byte(raw), &s) != nil {
+			return pcommon.Value{}, false
 		}
-		f, _ := x.Float64()
+		return pcommon.NewValueStr(s), true
+	case c == 't' || c == 'f':
+		return pcommon.NewValueBool(raw == "true"), raw == "true" || raw == "false"
+	case c == 'n':
+		return pcommon.Value{}, false // null: not there
+	case c == '{' || c == '[':
+		return pcommon.NewValueStr(raw), true
+	}
+	if n, err := strconv.ParseInt(raw, 10, 64); err == nil {
+		return pcommon.NewValueInt(n), true
+	}
+	if f, err := strconv.ParseFloat(raw, 64); err == nil {
 		return pcommon.NewValueDouble(f), true
 	}
-	return pcommon.NewValueStr(string(raw)), true
+	return pcommon.Value{}, false
+}
+
+// jsonLookup is the JSON text of the value at path in the JSON object s,
+// found by skipping over every other member rather than decoding them: the
+// provider's answer Mastra keeps is kilobytes, and a model call needs two
+// numbers of it.
+func jsonLookup(s string, path []string) (string, bool) {
+	for _, key := range path {
+		i := skipJSONSpace(s, 0)
+		if i >= len(s) || s[i] != '{' {
+			return "", false
+		}
+		i++
+		for {
+			i = skipJSONSpace(s, i)
+			if i >= len(s) || s[i] != '"' {
+				return "", false // the end of the object, or not JSON
+			}
+			keyEnd, ok := skipJSONValue(s, i)
+			if !ok {
+				return "", false
+			}
+			name := s[i:keyEnd]
+			i = skipJSONSpace(s, keyEnd)
+			if i >= len(s) || s[i] != ':' {
+				return "", false
+			}
+			i = skipJSONSpace(s, i+1)
+			end, ok := skipJSONValue(s, i)
+			if !ok {
+				return "", false
+			}
+			if jsonKeyIs(name, key) {
+				s = s[i:end]
+				break
+			}
+			i = skipJSONSpace(s, end)
+			if i >= len(s) || s[i] != ',' {
+				return "", false
+			}
+			i++
+		}
+	}
+	return s, true
+}
+
+func skipJSONSpace(s string, i int) int {
+	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipJSONValue is the end of the JSON value that starts at s[i].
+func skipJSONValue(s string, i int) (int, bool) {
+	if i >= len(s) {
+		return 0, false
+	}
+	switch s[i] {
+	case '"', '{', '[':
+	default: // a number or a literal: up to what follows it
+		end := i
+		for end < len(s) && !strings.ContainsRune(",}] \t\n\r:", rune(s[end])) {
+			end++
+		}
+		return end, end > i
+	}
+	depth := 0
+	for ; i < len(s); i++ {
+		switch s[i] {
+		case '"':
+			for i++; i < len(s) && s[i] != '"'; i++ {
+				if s[i] == '\\' {
+					i++
+				}
+			}
+			if i >= len(s) {
+				return 0, false
+			}
+			if depth == 0 {
+				return i + 1, true
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth--; depth == 0 {
+				return i + 1, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// jsonKeyIs reports whether the quoted JSON string name is key.
+func jsonKeyIs(name, key string) bool {
+	if !strings.Contains(name, `\`) {
+		return name[1:len(name)-1] == key
+	}
+	var unquoted string
+	return json.Unmarshal([]byte(name), &unquoted) == nil && unquoted == key
 }
