@@ -111,6 +111,14 @@ func TestSpanMapOrder(t *testing.T) {
 		t.Errorf("got %s and %s, want the file's vercel-ai entry to replace the built-in one", roleOf(events, 2), roleOf(events, 3))
 	}
 
+	// An empty entry named generic turns the fallback off.
+	off := ingest.OTLPConfig{Limits: ingest.DefaultLimits, SpanMap: ingest.NewSpanMap(parse(`{"dialects": [{"name": "generic"}]}`))}
+	events = mapSpansWith(t, off, nil, testSpan{id: 1, name: "root", end: 100},
+		testSpan{id: 2, parent: 1, name: "t", start: 1, attrs: kv{"foo.span.type": "tool", "foo.name": "lookup"}})
+	if role := roleOf(events, 2); role != "context" {
+		t.Errorf("without the generic rule: got %s, want context", role)
+	}
+
 	// oncetrace's markers still win over a file's entries.
 	events = mapSpansWith(t, acmeConfig(t), nil, testSpan{id: 1, name: "root", end: 100},
 		testSpan{id: 2, parent: 1, name: "x", start: 1, attrs: kv{"acme.kind": "llm", "oncetrace.step.id": "step-4"}})
