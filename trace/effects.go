@@ -214,7 +214,8 @@ func (ix effectIndex) keyedOrNamedStep(e Effect) (string, bool) {
 // world can tell whether they are orphans.
 func EffectStates(r Run) map[EffectRef]MatchState {
 	ix := newEffectIndex(r)
-	return effectStates(ix.stepEffects(), ix.unattributed())
+	stepEffects := ix.stepEffects()
+	return withOutboxDuplicates(effectStates(stepEffects, ix.unattributed()), identicalGroups(r, stepOfEffects(stepEffects)))
 }
 
 func effectStates(stepEffects map[string][]Effect, unattributed []Effect) map[EffectRef]MatchState {

@@ -473,20 +473,32 @@ func (ra *RunAuditor) result(r Run, unattributed []Effect) RunAnalysis {
 	for _, kfs := range ra.keyFindings {
 		fs = append(fs, kfs...)
 	}
-	for _, e := range unattributed {
-		fs = append(fs, unattributedFinding(r.Execution.ID, e))
-	}
+	fs = append(fs, unattributedFindings(r, unattributed)...)
 	// Every finding has its own place in this order (one a step and rule,
 	// a key and rule, or an effect), so it does not depend on the order
 	// they were gathered in.
+	// Identical effects are judged afresh each time: a group is as cheap
+	// to find as the run's effects are to list.
+	groups := identicalGroups(r, ra.effectStep)
+	fs = append(fs, outboxFindings(r, groups)...)
 	SortFindings(fs)
 	ra.unattributed = unattributed
 	return RunAnalysis{
 		Findings: fs,
 		Verdict:  judge(r, fs, ra.stepEffects, unattributed),
-		States:   ra.states,
-		Counts:   ra.counts.plus(Counts{Effects: len(ra.effectSlots)}),
+		States:   withOutboxDuplicates(ra.states, groups),
+		Counts:   ra.counts.plus(Counts{Effects: ownEffectCount(r, len(ra.effectSlots))}),
 	}
+}
+
+// ownEffectCount is len(r.OwnEffects()) given the number of distinct refs
+// in r.Effects: without peers no effect is a peer's, and the list need not
+// be built.
+func ownEffectCount(r Run, distinct int) int {
+	if len(r.Peers) == 0 {
+		return distinct
+	}
+	return len(r.OwnEffects())
 }
 
 // listState is the state of each effect of one step's list (effectStates).
