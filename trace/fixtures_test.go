@@ -159,3 +159,23 @@ func designExample() Run {
 		FedProviders: map[string]bool{"mail-api": true},
 	}
 }
+
+func span(traceID, spanID string) attemptOpt {
+	return func(a *Attempt) { a.TraceID, a.SpanID = traceID, spanID }
+}
+
+// httpSpan is an HTTP client span of exec_1 under parent.
+func httpSpan(traceID, spanID, parent string) Span {
+	return Span{ExecutionID: "exec_1", TraceID: traceID, SpanID: spanID, ParentSpanID: parent, Role: RoleHTTP, Name: "POST"}
+}
+
+// traced is a mail-api effect at sec whose request came from span spanID
+// of trace traceID.
+func traced(id, key, traceID, spanID string, sec float64) Effect {
+	return Effect{Provider: "mail-api", ID: id, IdempotencyKey: key, TraceID: traceID, SpanID: spanID, At: at(sec)}
+}
+
+func fingerprinted(e Effect, fingerprint string) Effect {
+	e.Fingerprint = fingerprint
+	return e
+}
