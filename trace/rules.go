@@ -785,7 +785,12 @@ func stepKey(s Step) string {
 
 // stepLabel names a step as messages do: "step-4 (send_invoice_email)".
 func stepLabel(s Step) string {
-	if tool := s.ToolName(); tool != "" {
+	tool := s.ToolName()
+	if DerivedStepID(s.ID) && tool != "" {
+		// A derived id is a hash; the finding's step_id still holds it.
+		return tool
+	}
+	if tool != "" {
 		return s.ID + " (" + tool + ")"
 	}
 	return s.ID
