@@ -87,4 +87,3 @@ func StepNames(steps []Step) map[string]string {
 	}
 	return names
 }
-
