@@ -176,6 +176,11 @@ func newEffectIndex(r Run) effectIndex {
 
 // step is the id of the step e belongs to, if any.
 func (ix effectIndex) step(e Effect) (string, bool) {
+	if e.JoinedExecutionID != "" && e.JoinedExecutionID == ix.run.Execution.ID {
+		if a, _, ok := InferAttempt(e, ix.run); ok {
+			return a.StepID, true
+		}
+	}
 	if e.SpanID != "" {
 		if a, ok := ix.spans.toolAttempt(e.SpanID); ok {
 			return a.StepID, true

@@ -114,9 +114,17 @@ func loadedRun(w World, id string) Run {
 		}
 		r.Steps = append(r.Steps, s)
 	}
+	// The store keeps the execution a stray trace's effect joined as a
+	// derived column and loads the effect with that execution.
+	runs, _ := w.runs()
+	joined := joinedEffects(runs)
 	for _, e := range w.Effects {
 		r.FedProviders[e.Provider] = true
-		if e.ExecutionID == id || keys[e.IdempotencyKey] {
+		e.JoinedExecutionID = joined[e.Ref()]
+		if e.JoinedExecutionID != "" {
+			_, e.Inferred, _ = InferAttempt(e, r)
+		}
+		if e.ExecutionID == id || keys[e.IdempotencyKey] || e.JoinedExecutionID == id {
 			r.Effects = append(r.Effects, e)
 		}
 	}

@@ -552,7 +552,8 @@ func sameAttempt(a, b Attempt) bool {
 func sameEffect(a, b Effect) bool {
 	return a.Provider == b.Provider && a.ID == b.ID && a.IdempotencyKey == b.IdempotencyKey && a.ExecutionID == b.ExecutionID &&
 		a.StepID == b.StepID && a.Target == b.Target && a.At == b.At && a.TraceID == b.TraceID && a.SpanID == b.SpanID &&
-		a.Fingerprint == b.Fingerprint && a.Summary == b.Summary && slices.Equal(a.Conflicts, b.Conflicts)
+		a.Fingerprint == b.Fingerprint && a.Summary == b.Summary && a.JoinedExecutionID == b.JoinedExecutionID &&
+		slices.Equal(a.Conflicts, b.Conflicts)
 }
 
 // sameSlice reports whether a and b are one slice (see RunAuditor).

@@ -9,6 +9,10 @@ import "slices"
 type AttemptIndex struct {
 	keys  map[string][]string // key -> the providers its attempts named, each once ("" for none)
 	steps map[[2]string]bool  // (execution id, step id) of every attempt
+	// Stray holds the stray traces (StrayTraces): their trace context
+	// claims nothing, so an effect of one that joined no execution is an
+	// orphan.
+	Stray map[string]bool
 }
 
 // IndexAttempts indexes attempts, whose ExecutionID and StepID must be set.
@@ -28,7 +32,7 @@ func IndexAttempts(attempts []Attempt) AttemptIndex {
 // seen), or an indexed attempt matches it (EffectMatchesAttempt). An
 // effect nobody claims is an orphan (OrphanFinding).
 func (idx AttemptIndex) Claims(e Effect) bool {
-	if e.TraceID != "" {
+	if e.TraceID != "" && (!idx.Stray[e.TraceID] || e.JoinedExecutionID != "") {
 		return true
 	}
 	// sentKey's rule: the same key, at the same provider when both name one.
