@@ -138,7 +138,7 @@ func (ix effectIndex) unattributed() []Effect {
 	var out []Effect
 	seen := map[EffectRef]bool{}
 	for _, e := range r.Effects {
-		if e.TraceID == "" || seen[e.Ref()] {
+		if !fromRunTrace(r, e) || seen[e.Ref()] {
 			continue
 		}
 		if _, ok := ix.step(e); !ok {
@@ -148,6 +148,12 @@ func (ix effectIndex) unattributed() []Effect {
 	}
 	sortEffects(out)
 	return out
+}
+
+// fromRunTrace reports whether e came from a trace of r: it carries a
+// trace context that is not a stray trace's, or it joined r from one.
+func fromRunTrace(r Run, e Effect) bool {
+	return e.TraceID != "" && (!e.StrayTrace || e.JoinedExecutionID == r.Execution.ID)
 }
 
 // effectIndex finds the step an effect of one run belongs to.

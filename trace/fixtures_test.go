@@ -116,11 +116,11 @@ func loadedRun(w World, id string) Run {
 	}
 	// The store keeps the execution a stray trace's effect joined as a
 	// derived column and loads the effect with that execution.
-	runs, _ := w.runs()
+	runs, stray := w.runs()
 	joined := joinedEffects(runs)
 	for _, e := range w.Effects {
 		r.FedProviders[e.Provider] = true
-		e.JoinedExecutionID = joined[e.Ref()]
+		e.JoinedExecutionID, e.StrayTrace = joined[e.Ref()], stray[e.TraceID]
 		if e.JoinedExecutionID != "" {
 			_, e.Inferred, _ = InferAttempt(e, r)
 		}

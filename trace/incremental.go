@@ -514,7 +514,7 @@ func unattributedOf(r Run, effectStep map[EffectRef]string) []Effect {
 	var out []Effect
 	seen := map[EffectRef]bool{}
 	for _, e := range r.Effects {
-		if e.TraceID == "" || seen[e.Ref()] {
+		if !fromRunTrace(r, e) || seen[e.Ref()] {
 			continue
 		}
 		if _, ok := effectStep[e.Ref()]; !ok {

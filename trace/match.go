@@ -9,10 +9,6 @@ import "slices"
 type AttemptIndex struct {
 	keys  map[string][]string // key -> the providers its attempts named, each once ("" for none)
 	steps map[[2]string]bool  // (execution id, step id) of every attempt
-	// Stray holds the stray traces (StrayTraces): their trace context
-	// claims nothing, so an effect of one that joined no execution is an
-	// orphan.
-	Stray map[string]bool
 }
 
 // IndexAttempts indexes attempts, whose ExecutionID and StepID must be set.
@@ -32,7 +28,9 @@ func IndexAttempts(attempts []Attempt) AttemptIndex {
 // seen), or an indexed attempt matches it (EffectMatchesAttempt). An
 // effect nobody claims is an orphan (OrphanFinding).
 func (idx AttemptIndex) Claims(e Effect) bool {
-	if e.TraceID != "" && (!idx.Stray[e.TraceID] || e.JoinedExecutionID != "") {
+	// A stray trace's context claims nothing: its effect belongs to the
+	// execution it joined, if any (InferAttempt).
+	if e.TraceID != "" && (!e.StrayTrace || e.JoinedExecutionID != "") {
 		return true
 	}
 	// sentKey's rule: the same key, at the same provider when both name one.

@@ -156,9 +156,12 @@ type Effect struct {
 	// a stray trace joined, because one of its tool attempts was in flight
 	// with arguments naming the effect's target (InferAttempt); Inferred
 	// says so in words.
-	JoinedExecutionID string     `json:"joined_execution_id,omitempty"`
-	Inferred          string     `json:"inferred,omitempty"`
-	Conflicts         []Conflict `json:"conflicts,omitempty"`
+	JoinedExecutionID string `json:"joined_execution_id,omitempty"`
+	Inferred          string `json:"inferred,omitempty"`
+	// StrayTrace is derived: the effect's trace is a stray one
+	// (StrayTraces), whose context claims nothing by itself.
+	StrayTrace bool       `json:"-"`
+	Conflicts  []Conflict `json:"conflicts,omitempty"`
 }
 
 // Conflict records a terminal value that disagreed with the one kept.

@@ -159,7 +159,7 @@ func (w World) runs() ([]Run, map[string]bool) {
 
 	for _, e := range w.Effects {
 		if stray[e.TraceID] {
-			e.JoinedExecutionID, e.Inferred = "", ""
+			e.JoinedExecutionID, e.Inferred, e.StrayTrace = "", "", true
 			var join []int
 			for i := range runs {
 				if _, reason, ok := InferAttempt(e, runs[i]); ok {
@@ -224,7 +224,6 @@ func Audit(w World, cfg Config) []Finding {
 		fs = append(fs, AuditRun(r, cfg)...)
 	}
 	matched := IndexAttempts(runAttempts(runs))
-	matched.Stray = stray
 	joined := joinedEffects(runs)
 	seen := map[EffectRef]bool{}
 	for _, e := range w.Effects {
@@ -232,7 +231,7 @@ func Audit(w World, cfg Config) []Finding {
 			continue
 		}
 		seen[e.Ref()] = true
-		e.JoinedExecutionID = joined[e.Ref()]
+		e.JoinedExecutionID, e.StrayTrace = joined[e.Ref()], stray[e.TraceID]
 		if !matched.Claims(e) {
 			fs = append(fs, OrphanFinding(e))
 		}
@@ -253,11 +252,10 @@ func (w World) EffectStates() map[EffectRef]MatchState {
 		}
 	}
 	matched := IndexAttempts(runAttempts(runs))
-	matched.Stray = stray
 	joined := joinedEffects(runs)
 	states := map[EffectRef]MatchState{}
 	for _, e := range w.Effects {
-		e.JoinedExecutionID = joined[e.Ref()]
+		e.JoinedExecutionID, e.StrayTrace = joined[e.Ref()], stray[e.TraceID]
 		// Orphans are decided exactly as Audit decides them, so the outbox
 		// and the findings never disagree.
 		switch {
