@@ -176,3 +176,52 @@ func stepOfEffects(stepEffects map[string][]Effect) map[EffectRef]string {
 	}
 	return out
 }
+
+// RepeatedOrphans are the repeated_effect warnings of outbox-only effects:
+// orphans (no run id ties them to any execution) at one provider with one
+// fingerprint within cfg.RepeatWindow of an earlier one. Without a run id
+// two identical emails may be two intents, so this is a warning, on each
+// effect that repeats an earlier one; findings come in orphans' order.
+// orphans must hold every orphan identical to each one judged.
+func RepeatedOrphans(orphans []Effect, cfg Config) []Finding {
+	window := cfg.withDefaults().RepeatWindow
+	type groupKey struct{ provider, fingerprint string }
+	groups := map[groupKey][]Effect{}
+	for _, e := range orphans {
+		if e.Fingerprint != "" && !e.At.IsZero() {
+			k := groupKey{e.Provider, e.Fingerprint}
+			if !slices.ContainsFunc(groups[k], func(x Effect) bool { return x.Ref() == e.Ref() }) {
+				groups[k] = append(groups[k], e)
+			}
+		}
+	}
+	var fs []Finding
+	seen := map[EffectRef]bool{}
+	for _, e := range orphans {
+		if e.Fingerprint == "" || e.At.IsZero() || seen[e.Ref()] {
+			continue
+		}
+		seen[e.Ref()] = true
+		var earlier []Effect
+		for _, x := range groups[groupKey{e.Provider, e.Fingerprint}] {
+			before := x.At.Before(e.At) || x.At.Equal(e.At) && x.ID < e.ID
+			if x.Ref() != e.Ref() && before && e.At.Sub(x.At) <= window {
+				earlier = append(earlier, x)
+			}
+		}
+		if len(earlier) == 0 {
+			continue
+		}
+		sortEffects(earlier)
+		what := "the same " + strings.TrimSuffix(effectNoun(e.Fingerprint), "s")
+		if e.Summary != "" {
+			what += " (" + e.Summary + ")"
+		}
+		first := earlier[len(earlier)-1]
+		fs = append(fs, Finding{Rule: RuleRepeatedEffect, Severity: Severities[RuleRepeatedEffect],
+			Effects: append([]EffectRef{e.Ref()}, refs(earlier)...), IdempotencyKey: e.IdempotencyKey,
+			Message: fmt.Sprintf("%s %s asked for %s as %s did %s earlier, and no run id ties them to an execution: maybe one intent sent twice, maybe two intents (identical effects within %s)",
+				e.Provider, e.ID, what, effectList(earlier), humanDuration(e.At.Sub(first.At)), humanDuration(window))})
+	}
+	return fs
+}

@@ -226,6 +226,7 @@ func Audit(w World, cfg Config) []Finding {
 	matched := IndexAttempts(runAttempts(runs))
 	joined := joinedEffects(runs)
 	seen := map[EffectRef]bool{}
+	var orphans []Effect
 	for _, e := range w.Effects {
 		if seen[e.Ref()] {
 			continue
@@ -234,8 +235,10 @@ func Audit(w World, cfg Config) []Finding {
 		e.JoinedExecutionID, e.StrayTrace = joined[e.Ref()], stray[e.TraceID]
 		if !matched.Claims(e) {
 			fs = append(fs, OrphanFinding(e))
+			orphans = append(orphans, e)
 		}
 	}
+	fs = append(fs, RepeatedOrphans(orphans, cfg)...)
 	SortFindings(fs)
 	return fs
 }

@@ -354,8 +354,8 @@ func TestStrayHTTPSpansJoinTheAttemptInFlight(t *testing.T) {
 func TestStrayHTTPSpanWithNoMatchingAttemptIsAnOrphan(t *testing.T) {
 	w := strayWorld("someone@else.dev")
 	fs := Audit(w, Config{})
-	if got := findingsOf(fs); !reflect.DeepEqual(got, []string{"warning orphan_effect  ", "warning orphan_effect  ", "warning unkeyed_retry exec_1 s1"}) {
-		t.Errorf("findings: got %v, want two orphans: nothing in flight names their recipient", got)
+	if got := findingsOf(fs); !reflect.DeepEqual(got, []string{"warning orphan_effect  ", "warning orphan_effect  ", "warning repeated_effect  ", "warning unkeyed_retry exec_1 s1"}) {
+		t.Errorf("findings: got %v, want two orphans (nothing in flight names their recipient), the second repeating the first", got)
 	}
 	if runs := w.Runs(); len(runs) != 1 {
 		t.Errorf("runs: got %d, want exec_1 alone", len(runs))

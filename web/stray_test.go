@@ -99,3 +99,55 @@ func checkStrayJoin(t *testing.T, name string, got map[string]string) {
 		t.Errorf("%s: findings: got %s, want m3 an orphan: no attempt in flight names its recipient", name, got["findings"])
 	}
 }
+
+// TestRepeatedOutboxOnlyEffects: with no run id at all (webhooks or SMTP
+// with no traces), identical effects at one provider within the window
+// are a repeated_effect warning on the later one, in any arrival order.
+func TestRepeatedOutboxOnlyEffects(t *testing.T) {
+	events := []string{
+		`{"type":"effect","provider":"postmark","effect_id":"n1","target":"jordan@acme.dev","fingerprint":"mail:aa","summary":"email to jordan@acme.dev, subject 'Your June invoice'","at":"2026-06-30T10:00:00Z"}`,
+		`{"type":"effect","provider":"postmark","effect_id":"n2","target":"jordan@acme.dev","fingerprint":"mail:aa","summary":"email to jordan@acme.dev, subject 'Your June invoice'","at":"2026-06-30T10:03:00Z"}`,
+		`{"type":"effect","provider":"postmark","effect_id":"n3","target":"jordan@acme.dev","fingerprint":"mail:aa","summary":"email to jordan@acme.dev, subject 'Your June invoice'","at":"2026-06-30T10:30:00Z"}`,
+		`{"type":"effect","provider":"postmark","effect_id":"n4","target":"sam@acme.dev","fingerprint":"mail:bb","at":"2026-06-30T10:03:00Z"}`,
+		`{"type":"effect","provider":"sendgrid","effect_id":"n5","target":"jordan@acme.dev","fingerprint":"mail:aa","at":"2026-06-30T10:01:00Z"}`,
+	}
+	var first string
+	for _, order := range [][]int{{0, 1, 2, 3, 4}, {4, 3, 2, 1, 0}, {2, 0, 4, 1, 3}} {
+		srv := startServer(t, "repeat", ingest.DefaultLimits)
+		for _, i := range order {
+			srv.post(t, encodeBody([]json.RawMessage{json.RawMessage(events[i])}, bodyNDJSON))
+		}
+		got := string(srv.get(t, "/api/v1/findings"))
+		if first == "" {
+			first = got
+			var page struct {
+				Findings []struct {
+					Rule    string `json:"rule"`
+					Effects []struct {
+						ID string `json:"effect_id"`
+					} `json:"effects"`
+					Message string `json:"message"`
+				} `json:"findings"`
+			}
+			if err := json.Unmarshal([]byte(got), &page); err != nil {
+				t.Fatal(err)
+			}
+			var repeated []string
+			for _, f := range page.Findings {
+				if f.Rule == "repeated_effect" {
+					repeated = append(repeated, f.Effects[0].ID)
+					if want := "postmark n2 asked for the same email (email to jordan@acme.dev, subject 'Your June invoice') as postmark n1 did 3m earlier"; !strings.HasPrefix(f.Message, want) {
+						t.Errorf("message: got %q, want it to start %q", f.Message, want)
+					}
+				}
+			}
+			if len(repeated) != 1 || repeated[0] != "n2" {
+				t.Errorf("repeated_effect on %v, want n2 alone (n3 is 27m after n2, n4 asked something else, n5 went to another provider): %s", repeated, got)
+			}
+			continue
+		}
+		if got != first {
+			t.Errorf("order %v: findings differ:\ngot  %s\nwant %s", order, got, first)
+		}
+	}
+}

@@ -60,6 +60,7 @@ func serveFlags(args []string) (serveConfig, error) {
 	fs.BoolVar(&c.groupCommit, "group-commit", true, "commit concurrent ingest requests in one transaction")
 	fs.DurationVar(&c.analysis.GapThreshold, "gap-threshold", c.analysis.GapThreshold, "shortest idle interval shown as a gap")
 	fs.DurationVar(&c.analysis.KeyRetention, "key-retention", c.analysis.KeyRetention, "how long receiving APIs keep idempotency keys (retry_beyond_retention)")
+	fs.DurationVar(&c.analysis.RepeatWindow, "repeat-window", c.analysis.RepeatWindow, "how close two identical effects with no run id must be for repeated_effect")
 	fs.Int64Var(&c.limits.BodyBytes, "max-body-bytes", c.limits.BodyBytes, "largest request body, after decompression")
 	fs.IntVar(&c.limits.Events, "max-events", c.limits.Events, "most events in one request")
 	registerEventLimitFlags(fs, &c.limits) // serve_decode.go; import takes them too

@@ -700,7 +700,7 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 	if err != nil {
 		return out, err
 	}
-	orphanExecutions, err := tx.RecheckOrphans(effectRefs, keyList, steps)
+	orphanExecutions, err := tx.RecheckOrphans(effectRefs, keyList, steps, cfg.RepeatWindow)
 	if err != nil {
 		return out, err
 	}

@@ -9,3 +9,6 @@ CREATE INDEX effects_joined ON effects (joined_execution_id) WHERE joined_execut
 CREATE INDEX effects_stray_at ON effects (sort_at) WHERE stray = 1;
 -- A stray effect finds the attempts in flight when it happened.
 CREATE INDEX attempts_started ON attempts (started_at);
+-- Identical effects (one provider, one fingerprint) are judged together
+-- (repeated_effect).
+CREATE INDEX effects_fingerprint ON effects (provider, fingerprint) WHERE fingerprint != '';
