@@ -356,9 +356,10 @@ func (au auditor) unkeyedRetry(s Step) (Finding, bool) {
 	if len(tries) < 2 {
 		return Finding{}, false
 	}
+	received := au.receivedKeys(s)
 	var unkeyed []int
 	for _, a := range tries {
-		if a.IdempotencyKey == "" {
+		if a.IdempotencyKey == "" && received[a.Number] == "" {
 			unkeyed = append(unkeyed, a.Number)
 		}
 	}
@@ -371,6 +372,26 @@ func (au auditor) unkeyedRetry(s Step) (Finding, bool) {
 	f.Message = fmt.Sprintf("%s was attempted %d times and %s carried no idempotency key — the receiving API cannot tell a retry from a new request",
 		stepLabel(s), len(tries), attemptsPhrase(unkeyed)) + unknownClassNote(s)
 	return f, true
+}
+
+// receivedKeys are the keys the provider received from the step's
+// attempts, by attempt number: an effect's key, for the attempt its
+// request's span belongs to (an HTTP instrumentation does not record the
+// headers of a request that failed, but the feed saw them).
+func (au auditor) receivedKeys(s Step) map[int]string {
+	var out map[int]string
+	for _, e := range au.effects[s.ID] {
+		if e.IdempotencyKey == "" {
+			continue
+		}
+		if a, ok := au.spanAttempt(e.SpanID); ok && a.StepID == s.ID {
+			if out == nil {
+				out = map[int]string{}
+			}
+			out[a.Number] = e.IdempotencyKey
+		}
+	}
+	return out
 }
 
 // unstableKey reports a step whose attempts sent different keys: as their
