@@ -138,12 +138,14 @@ func sha256Hex(b []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// ClipSummary makes s a summary: one line of valid, printable UTF-8 (line
-// breaks and other control characters become spaces, runs of spaces one)
-// of at most MaxSummaryBytes, cut on a character with "…" when longer.
-func ClipSummary(s string) string {
-	return clipText(oneLine(s), MaxSummaryBytes)
-}
+// ClipSummary makes s a summary: OneLine(s, MaxSummaryBytes).
+func ClipSummary(s string) string { return OneLine(s, MaxSummaryBytes) }
+
+// OneLine makes s one line of valid, printable UTF-8 (line breaks and
+// other control characters become spaces, runs of spaces one) of at most
+// maxBytes, cut on a character with "…" when longer: a value a summary
+// shows.
+func OneLine(s string, maxBytes int) string { return clipText(oneLine(s), maxBytes) }
 
 // oneLine turns control characters into spaces and collapses runs of
 // white space, so that a value cannot break a summary's line.
