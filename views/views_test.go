@@ -1325,8 +1325,8 @@ func TestEffectWhat(t *testing.T) {
 
 	for fp, want := range map[string]string{
 		"http:0123456789abcdef0123456789abcdef": "http:01234567…",
-		"short":                                "short",
-		"a-fingerprint-of-another-shape-x":     "a-fingerprint-of…",
+		"short":                                 "short",
+		"a-fingerprint-of-another-shape-x":      "a-fingerprint-of…",
 	} {
 		if got := views.ShortFingerprint(fp); got != want {
 			t.Errorf("ShortFingerprint(%q): got %q, want %q", fp, got, want)

@@ -944,4 +944,22 @@ func TestEffectsCarryTheMailFingerprint(t *testing.T) {
 	if want := "email to jordan@acme.dev, subject 'Your June invoice'"; jordan[0].Summary != want {
 		t.Errorf("summary: got %q, want %q", jordan[0].Summary, want)
 	}
+
+	// With no step reported at all, the outbox alone proves the duplicate.
+	status, data := e.do(t, http.MethodGet, "/api/v1/executions/exec_fp", "")
+	var run struct {
+		Findings []trace.Finding `json:"findings"`
+	}
+	if err := json.Unmarshal(data, &run); status != http.StatusOK || err != nil {
+		t.Fatalf("GET /api/v1/executions/exec_fp: got %d %s", status, data)
+	}
+	var dups []trace.Finding
+	for _, f := range run.Findings {
+		if f.Rule == trace.RuleDuplicateEffect {
+			dups = append(dups, f)
+		}
+	}
+	if len(dups) != 1 || dups[0].Severity != trace.SeverityCritical || len(dups[0].Effects) != 2 {
+		t.Errorf("findings: got %+v, want one critical duplicate_effect naming the two emails to jordan", run.Findings)
+	}
 }
