@@ -438,6 +438,7 @@ func TestServeTapRecordsThroughTheWriterAndStopsWithTheServer(t *testing.T) {
 	tapAddr := fmt.Sprintf("127.0.0.1:%d", freeLoopbackPort(t))
 	dbPath := filepath.Join(t.TempDir(), "serve-tap.db")
 	srv := startDemoServer(t, dbPath, "serve.log", "--tap", "stripe-test="+api.URL+"@"+tapAddr)
+	waitServeTap(t, srv, tapAddr)
 
 	req, _ := http.NewRequest(http.MethodPost, "http://"+tapAddr+"/v1/charges", strings.NewReader("amount=4900&to=cus_9"))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -541,6 +542,7 @@ func TestServeTapFingerprint(t *testing.T) {
 	tapAddr := fmt.Sprintf("127.0.0.1:%d", freeLoopbackPort(t))
 	srv := startDemoServer(t, filepath.Join(t.TempDir(), "serve-tap.db"), "serve.log", "--tap", "stripe-test="+api.URL+"@"+tapAddr,
 		"--fingerprint-ignore", "stripe-test=attempt", "--fingerprint-ignore", "stirpe-test=attempt")
+	waitServeTap(t, srv, tapAddr)
 	charge := func(body string) string {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodPost, "http://"+tapAddr+"/v1/charges", strings.NewReader(body))
@@ -583,5 +585,22 @@ func TestServeTapFingerprint(t *testing.T) {
 	}
 	if !strings.Contains(srv.logText(), "no tap here records") || !strings.Contains(srv.logText(), "stirpe-test") {
 		t.Errorf("serve's log: got no warning about --fingerprint-ignore stirpe-test:\n%s", srv.logText())
+	}
+}
+
+// waitServeTap waits for a tap of serve to answer its status endpoint:
+// serve starts its taps after its own listener answers /healthz.
+func waitServeTap(t *testing.T, srv *demoServer, addr string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if resp, err := demoHTTP.Get("http://" + addr + "/_oncetrace/tap"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve's tap on %s: no status endpoint within 30s\n%s", addr, srv.logText())
+		}
 	}
 }
