@@ -534,7 +534,7 @@ func (t *Tx) ExecutionsOfTraces(traces []string) ([]string, error) {
 func (t *Tx) PutEffect(f trace.Effect) error {
 	// sort_at is at for the outbox's order (0 when unknown, never NULL);
 	// a new row is an orphan, state_rank's default, until a recheck says.
-	err := t.exec(`INSERT INTO effects (`+effectColumns+`, sort_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	err := t.exec(`INSERT INTO effects (`+effectWriteColumns+`, sort_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (provider, effect_id) DO UPDATE SET idempotency_key = excluded.idempotency_key,
 			execution_id = excluded.execution_id, step_id = excluded.step_id, target = excluded.target,
 			at = excluded.at, sort_at = excluded.sort_at, conflicts = excluded.conflicts, trace_id = excluded.trace_id, span_id = excluded.span_id,

@@ -40,6 +40,13 @@ func StrayTraces(spans []Span, traced, named func(traceID string) bool) map[stri
 	return stray
 }
 
+// Placeholder reports whether the execution holds nothing an execution
+// event sent: a row made because something named its id.
+func (x Execution) Placeholder() bool {
+	return x.Name == "" && x.StartedAt.IsZero() && x.EndedAt.IsZero() && x.IdempotencyKey == "" && len(x.Labels) == 0 &&
+		(x.Status == "" || x.Status == StatusRunning)
+}
+
 // InferAttempt finds the tool attempt of r that an effect of a stray trace
 // joins: a possibly writing attempt in flight when the effect happened
 // (started at or before it, and not ended before it) whose arguments

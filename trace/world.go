@@ -96,7 +96,7 @@ func (w World) runs() ([]Run, map[string]bool) {
 	}
 	stray := StrayTraces(w.Spans, func(t string) bool { return tracedBy[t] }, func(t string) bool {
 		i, ok := index[t]
-		return ok && (runs[i].Execution.Name != "" || !runs[i].Execution.StartedAt.IsZero())
+		return ok && !runs[i].Execution.Placeholder()
 	})
 	if len(stray) > 0 {
 		// A stray trace's placeholder (an execution row made for it before
