@@ -456,6 +456,9 @@ func NewTimeline(in TimelineInput) Timeline {
 			m.State = trace.MatchOrphan
 		}
 		m.Title = fmt.Sprintf("%s %s (%s) at %s", f.Provider, f.ID, m.State, UTC(f.At))
+		if f.Summary != "" {
+			m.Title += " · " + f.Summary
+		}
 		if m.Mark != "" {
 			m.Title += " · " + m.Mark
 		}
