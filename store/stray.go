@@ -51,7 +51,8 @@ func (t *Tx) JoinStrayEffects(traces []string, from, to time.Time) (StrayJoins, 
 	if err != nil {
 		return out, fmt.Errorf("store: stray candidates: %w", err)
 	}
-	traceSet := setOf(traces)
+	// Only a trace with effects has anything to join.
+	traceSet := map[string]bool{}
 	for _, f := range effects {
 		if f.TraceID != "" {
 			traceSet[f.TraceID] = true
@@ -107,24 +108,34 @@ func (t *Tx) JoinStrayEffects(traces []string, from, to time.Time) (StrayJoins, 
 
 // strayTraces says which of the traces are stray: only lone HTTP client
 // root spans, no attempt, and no execution event behind an execution named
-// after them.
+// after them. Each is asked with a few existence checks, so that a big
+// agent trace costs no more than a small one.
 func (t *Tx) strayTraces(traces []string) (map[string]bool, error) {
-	rows, err := t.QueryContext(t.ctx, `SELECT `+spanColumns+` FROM spans WHERE trace_id IN `+inList, jsonList(traces))
-	if err != nil {
-		return nil, fmt.Errorf("store: stray spans: %w", err)
-	}
-	spans, err := scanSpans(rows)
-	if err != nil {
-		return nil, fmt.Errorf("store: stray spans: %w", err)
+	var spans []trace.Span // one stand-in per kind of span each trace has
+	var traced []string
+	for _, id := range traces {
+		var lone, other, attempts bool
+		err := t.QueryRowContext(t.ctx, `SELECT
+			EXISTS (SELECT 1 FROM spans WHERE trace_id = ? AND role = 'http' AND parent_span_id = ''),
+			EXISTS (SELECT 1 FROM spans WHERE trace_id = ? AND NOT (role = 'http' AND parent_span_id = '')),
+			EXISTS (SELECT 1 FROM attempts WHERE trace_id = ?)`, id, id, id).Scan(&lone, &other, &attempts)
+		if err != nil {
+			return nil, fmt.Errorf("store: stray trace %s: %w", id, err)
+		}
+		if lone {
+			spans = append(spans, trace.Span{TraceID: id, Role: trace.RoleHTTP})
+		}
+		if other {
+			spans = append(spans, trace.Span{TraceID: id, Role: trace.RoleContext})
+		}
+		if attempts {
+			traced = append(traced, id)
+		}
 	}
 	if len(spans) == 0 {
 		return map[string]bool{}, nil
 	}
-	traced, err := t.strings(`SELECT DISTINCT trace_id FROM attempts WHERE trace_id IN `+inList, jsonList(traces))
-	if err != nil {
-		return nil, fmt.Errorf("store: stray traces' attempts: %w", err)
-	}
-	rows, err = t.QueryContext(t.ctx, `SELECT `+executionColumns+` FROM executions WHERE execution_id IN `+inList, jsonList(traces))
+	rows, err := t.QueryContext(t.ctx, `SELECT `+executionColumns+` FROM executions WHERE execution_id IN `+inList, jsonList(traces))
 	if err != nil {
 		return nil, fmt.Errorf("store: stray traces' executions: %w", err)
 	}
