@@ -305,7 +305,7 @@ func (s *Server) handleExecutionShow(c echo.Context) error {
 		}
 		out.Steps = append(out.Steps, sj)
 	}
-	for _, f := range run.Effects {
+	for _, f := range run.OwnEffects() { // a peer's effect under a shared key is on the key page only
 		out.Effects = append(out.Effects, effectJSON{Effect: f, State: x.States[f.Ref()]})
 	}
 	return c.JSON(http.StatusOK, out)

@@ -1030,6 +1030,11 @@ func (h *history) emitEffects(execID string, s genStep, attempts []genAttempt, i
 		if r.Intn(3) == 0 {
 			ev["target"] = fmt.Sprintf("user%d@example.com", i)
 		}
+		if (i+a.n)%2 == 0 { // not from r: the rest of the history stays as it was
+			// What was asked, as a feed fingerprints it: one per tool, so
+			// that two steps of one run calling one tool ask the same.
+			ev["fingerprint"] = "mail:" + s.tool
+		}
 		h.emit(ev)
 		if r.Intn(8) == 0 {
 			// The outbox feed reports the same effect again, with less detail.

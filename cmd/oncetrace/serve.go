@@ -44,8 +44,9 @@ type serveConfig struct {
 	smtpAddr              string
 	smtp                  smtpsink.Config
 	taps                  []serveTapSpec
-	listen                listenFlags // listen.go: hosts, timeouts, per-IP cap
-	access                accessFlags // serve_access.go: read token, login session, alert webhook
+	fingerprintIgnore     fingerprintIgnore // tap.go: --fingerprint-ignore, for the taps
+	listen                listenFlags       // listen.go: hosts, timeouts, per-IP cap
+	access                accessFlags       // serve_access.go: read token, login session, alert webhook
 	allowedHosts          []string
 	retention             retentionFlags // prune.go: --retain, --retain-effects, --redact
 	decode                decodeFlags    // serve_decode.go: --max-decode-bytes, JSON and OTLP shape limits
@@ -62,6 +63,7 @@ func serveFlags(args []string) (serveConfig, error) {
 	fs.BoolVar(&c.groupCommit, "group-commit", true, "commit concurrent ingest requests in one transaction")
 	fs.DurationVar(&c.analysis.GapThreshold, "gap-threshold", c.analysis.GapThreshold, "shortest idle interval shown as a gap")
 	fs.DurationVar(&c.analysis.KeyRetention, "key-retention", c.analysis.KeyRetention, "how long receiving APIs keep idempotency keys (retry_beyond_retention)")
+	fs.DurationVar(&c.analysis.RepeatWindow, "repeat-window", c.analysis.RepeatWindow, "how close two identical effects with no run id must be for repeated_effect")
 	fs.Int64Var(&c.limits.BodyBytes, "max-body-bytes", c.limits.BodyBytes, "largest request body, after decompression")
 	fs.IntVar(&c.limits.Events, "max-events", c.limits.Events, "most events in one request")
 	registerEventLimitFlags(fs, &c.limits) // serve_decode.go; import takes them too
@@ -95,6 +97,9 @@ func serveFlags(args []string) (serveConfig, error) {
 		c.taps = append(c.taps, t)
 		return err
 	})
+	if err := c.fingerprintIgnore.register(fs); err != nil {
+		return c, fmt.Errorf("serve: %w", err)
+	}
 	fs.BoolVar(&c.demo, "demo", false, "run the demo's scenarios against this server in the background at start-up (once per database)")
 	fs.DurationVar(&c.demoGap, "demo-gap", 0, "with --demo: how long the crash scenarios wait with no process running (default: just over --gap-threshold)")
 	if err := fs.Parse(args); err != nil {
@@ -268,7 +273,7 @@ func runServe(args []string) error {
 		go func() { serveErr <- sink.Serve(smtpLn) }()
 	}
 	// The recording proxies record through the same writer, so they stop before it.
-	taps, err := startServeTaps(c.taps, c.db, outbox.WriterRecorder{Writer: ingestWriter, Limits: c.limits, Feed: tap.Feed}, c.limits, logger)
+	taps, err := startServeTaps(c.taps, c.db, c.fingerprintIgnore, outbox.WriterRecorder{Writer: ingestWriter, Limits: c.limits, Feed: tap.Feed}, c.limits, logger)
 	if err != nil {
 		httpServer.Close()
 		otlpServer.Close()
