@@ -51,11 +51,22 @@ func (t *Tx) JoinStrayEffects(traces []string, from, to time.Time) (StrayJoins, 
 	if err != nil {
 		return out, fmt.Errorf("store: stray candidates: %w", err)
 	}
-	// Only a trace with effects has anything to join.
+	// Only a trace with effects has anything to join, and only one with
+	// a lone HTTP root span can be stray (and its placeholder dropped).
 	traceSet := map[string]bool{}
 	for _, f := range effects {
 		if f.TraceID != "" {
 			traceSet[f.TraceID] = true
+		}
+	}
+	if len(traces) > 0 {
+		lone, err := t.strings(`SELECT DISTINCT trace_id FROM spans WHERE trace_id IN `+inList+` AND role = 'http' AND parent_span_id = ''`,
+			jsonList(traces))
+		if err != nil {
+			return out, fmt.Errorf("store: lone HTTP spans: %w", err)
+		}
+		for _, id := range lone {
+			traceSet[id] = true
 		}
 	}
 	all := sortedSet(traceSet)

@@ -47,13 +47,27 @@ type identicalEffects struct {
 	provider, fingerprint string
 	effects               []Effect // sorted as the outbox happened
 	steps                 []string // the distinct steps they belong to, sorted
-	unclaimed             int      // how many belong to no step
+	// intents are the steps of steps whose attempts carried arguments: a
+	// step known only from a span without them (ADK exports a failed tool
+	// call so) says nothing of what it asked, so it is no second intent.
+	intents   []string
+	unclaimed int // how many belong to no step
 }
 
 // identicalGroups finds the run's groups of identical effects, given the
 // step each effect belongs to (absent: none), in provider and fingerprint
 // order.
 func identicalGroups(r Run, stepOf map[EffectRef]string) []identicalEffects {
+	var withArgs map[string]bool // steps whose attempts carried arguments, when first asked
+	hasArgs := func(step string) bool {
+		if withArgs == nil {
+			withArgs = map[string]bool{}
+			for _, s := range r.Steps {
+				withArgs[s.ID] = slices.ContainsFunc(s.Attempts, func(a Attempt) bool { return len(a.Args) > 0 })
+			}
+		}
+		return withArgs[step]
+	}
 	type groupKey struct{ provider, fingerprint string }
 	var byKey map[groupKey][]Effect
 	for _, e := range r.OwnEffects() {
@@ -86,16 +100,22 @@ func identicalGroups(r Run, stepOf map[EffectRef]string) []identicalEffects {
 			}
 		}
 		slices.Sort(g.steps)
+		for _, step := range g.steps {
+			if hasArgs(step) {
+				g.intents = append(g.intents, step)
+			}
+		}
 		out = append(out, g)
 	}
 	return out
 }
 
 // proven reports whether the group is a duplicate the outbox proves: no
-// two different recognised steps claim its effects, and not all of them
-// sit in one step (that step's own duplicate_effect says so already).
+// two different intents (steps with arguments) claim its effects, and not
+// all of them sit in one step (that step's own duplicate_effect says so
+// already).
 func (g identicalEffects) proven() bool {
-	return len(g.steps) <= 1 && g.unclaimed > 0
+	return len(g.intents) <= 1 && (g.unclaimed > 0 || len(g.steps) > 1)
 }
 
 // outboxFindings are the findings identical effects give: a critical
@@ -114,18 +134,22 @@ func outboxFindings(r Run, groups []identicalEffects) []Finding {
 			f := Finding{Rule: RuleDuplicateEffect, Severity: Severities[RuleDuplicateEffect], ExecutionID: r.Execution.ID,
 				Effects: refs(g.effects), IdempotencyKey: g.effects[0].IdempotencyKey}
 			why := "no tool call of a known dialect tied them to a step"
-			if len(g.steps) == 1 {
+			switch {
+			case len(g.intents) == 1:
+				f.StepID = g.intents[0]
+				why = fmt.Sprintf("%d of them belong to step %s, the others to no tool call whose arguments oncetrace saw", len(g.effects)-g.unclaimed, g.intents[0])
+			case len(g.steps) > 0:
 				f.StepID = g.steps[0]
-				why = fmt.Sprintf("%d of them belong to %s, the others to no tool call oncetrace recognised", len(g.effects)-g.unclaimed, g.steps[0])
+				why = "no tool call whose arguments oncetrace saw tied them to one step"
 			}
 			f.Message = fmt.Sprintf("%s at %s in this run, not deduplicated by the provider: %s — %s; the outbox proves it (same fingerprint)",
 				what, g.provider, effectList(g.effects), why)
 			fs = append(fs, f)
-		case len(g.steps) >= 2:
+		case len(g.intents) >= 2:
 			fs = append(fs, Finding{Rule: RuleRepeatedEffect, Severity: Severities[RuleRepeatedEffect], ExecutionID: r.Execution.ID,
-				StepID: g.steps[0], Effects: refs(g.effects), IdempotencyKey: g.effects[0].IdempotencyKey,
+				StepID: g.intents[0], Effects: refs(g.effects), IdempotencyKey: g.effects[0].IdempotencyKey,
 				Message: fmt.Sprintf("%s at %s in this run were caused by different steps (%s): %s — maybe one intent sent twice, maybe two intents that asked for the same thing",
-					what, g.provider, joinAnd(g.steps), effectList(g.effects))})
+					what, g.provider, joinAnd(g.intents), effectList(g.effects))})
 		}
 	}
 	return fs

@@ -588,9 +588,16 @@ func keyCollision(executionID, k string, cs []keyCarrier) (Finding, bool) {
 	stepsDiffer, argsDiffer := false, false
 	var args json.RawMessage
 	var labels []string
+	stepID := ""
 	for _, c := range cs {
-		if c.stepID != cs[0].stepID {
-			stepsDiffer = true
+		// A step known only from a span without arguments (ADK exports a
+		// failed tool call so) has no identity of its own to differ by.
+		if len(c.args) > 0 || !DerivedStepID(c.stepID) {
+			if stepID == "" {
+				stepID = c.stepID
+			} else if c.stepID != stepID {
+				stepsDiffer = true
+			}
 		}
 		// Empty args say nothing about the intent, so they conflict with nothing.
 		if len(c.args) > 0 {

@@ -46,10 +46,15 @@ func TestRules(t *testing.T) {
 			with(fingerprinted(traced("m1", "", "t1", "http1", 0.5), "mail:aa"), fingerprinted(traced("m2", "", "t1", "http2", 2.5), "mail:aa").atProvider("crm")),
 			Config{}, false},
 		{"identical effects claimed by two different steps", RuleDuplicateEffect, run(
-			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeOK, key("ik_1"))),
-			step("s2", "send", EffectWrite, try(1, 2, 3, OutcomeOK, key("ik_2")))).
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeOK, key("ik_1"), args(`{"to":"a"}`))),
+			step("s2", "send", EffectWrite, try(1, 2, 3, OutcomeOK, key("ik_2"), args(`{"to":"a","cc":"b"}`)))).
 			with(fingerprinted(effect("m1", "ik_1", "s1", 0.5), "mail:aa"), fingerprinted(effect("m2", "ik_2", "s2", 2.5), "mail:aa")),
 			Config{}, false},
+		{"identical effects in two steps, one known only from a span without arguments", RuleDuplicateEffect, run(
+			step("span-1", "send", EffectUnknown, try(1, 0, 1, OutcomeError)),
+			step("tool-2", "send", EffectUnknown, try(1, 2, 3, OutcomeOK, args(`{"to":"a"}`)))).
+			with(fingerprinted(effect("m1", "", "span-1", 0.5), "mail:aa"), fingerprinted(effect("m2", "", "tool-2", 2.5), "mail:aa")),
+			Config{}, true},
 		{"identical effects, one claimed by a step, one by none", RuleDuplicateEffect, run(
 			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeOK, key("ik_1")))).
 			with(fingerprinted(effect("m1", "ik_1", "s1", 0.5), "mail:aa"), fingerprinted(traced("m2", "", "t1", "http2", 2.5), "mail:aa")),
@@ -62,8 +67,8 @@ func TestRules(t *testing.T) {
 
 		// repeated_effect
 		{"identical effects claimed by two different steps", RuleRepeatedEffect, run(
-			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeOK, key("ik_1"))),
-			step("s2", "send", EffectWrite, try(1, 2, 3, OutcomeOK, key("ik_2")))).
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeOK, key("ik_1"), args(`{"to":"a"}`))),
+			step("s2", "send", EffectWrite, try(1, 2, 3, OutcomeOK, key("ik_2"), args(`{"to":"a","cc":"b"}`)))).
 			with(fingerprinted(effect("m1", "ik_1", "s1", 0.5), "mail:aa"), fingerprinted(effect("m2", "ik_2", "s2", 2.5), "mail:aa")),
 			Config{}, true},
 		{"two steps, different fingerprints", RuleRepeatedEffect, run(

@@ -318,7 +318,7 @@ func startServer(t *testing.T, name string, lim ingest.Limits) *testServer {
 
 // startServerOn starts a server on a fresh database of engine: "sqlite" (a
 // file in t's TempDir) or "postgres" (a database on the package's cluster).
-func startServerOn(t *testing.T, engine, name string, lim ingest.Limits) *testServer {
+func startServerOn(t *testing.T, engine, name string, lim ingest.Limits, opts ...func(*web.Config)) *testServer {
 	t.Helper()
 	ctx := context.Background()
 	var db *store.DB
@@ -332,7 +332,11 @@ func startServerOn(t *testing.T, engine, name string, lim ingest.Limits) *testSe
 		t.Fatal(err)
 	}
 	w := writer.New(db, writer.DefaultConfig)
-	ts := httptest.NewServer(web.New(web.Config{DB: db, Writer: w, Limits: lim, Analysis: trace.DefaultConfig}))
+	cfg := web.Config{DB: db, Writer: w, Limits: lim, Analysis: trace.DefaultConfig}
+	for _, opt := range opts {
+		opt(&cfg)
+	}
+	ts := httptest.NewServer(web.New(cfg))
 	t.Cleanup(func() {
 		ts.Close()
 		w.Close()
