@@ -25,23 +25,60 @@ type StrayJoins struct {
 	Dropped []string
 }
 
-// JoinStrayEffects decides again, for the effects of the traces given and
-// the stray effects that happened between from and to (the span of the
-// attempts a commit stored; zero when none), whether their trace is stray
-// (trace.StrayTraces) and which execution each joined (trace.InferAttempt:
-// exactly one execution must have a matching attempt in flight), and drops
-// the placeholder execution a stray trace's effect or span made. The
-// result is a function of what is stored, whatever order it came in.
-func (t *Tx) JoinStrayEffects(traces []string, from, to time.Time) (StrayJoins, error) {
+// StrayCandidates is what a commit stored that could make a trace stray
+// or not, or change where a stray trace's effect belongs.
+type StrayCandidates struct {
+	// LoneTraces are the traces of lone HTTP client root spans stored.
+	LoneTraces []string
+	// EffectSpans are the trace and span ids of the effects stored: an
+	// effect whose span is a stored lone HTTP root span is a candidate.
+	EffectSpans [][2]string
+	// Traces are the traces of the other spans and of the attempts
+	// stored: a stray trace that gains one is stray no more.
+	Traces []string
+	// From and To span the attempts stored (zero when none): a stray
+	// effect in that time may join one of them.
+	From, To time.Time
+}
+
+// JoinStrayEffects decides again, for the candidates a commit stored,
+// whether their traces are stray (trace.StrayTraces) and which execution
+// each of their effects joined (trace.InferAttempt: exactly one execution
+// must have a matching attempt in flight), and drops the placeholder
+// execution a stray trace's effect or span made. The result is a function
+// of what is stored, whatever order it came in. A commit with nothing
+// stray about it costs two index lookups.
+func (t *Tx) JoinStrayEffects(c StrayCandidates) (StrayJoins, error) {
 	var out StrayJoins
-	if len(traces) == 0 && from.IsZero() {
+	traceSet := setOf(c.LoneTraces)
+	if len(c.EffectSpans) > 0 {
+		lone, err := t.strings(`SELECT DISTINCT trace_id FROM spans
+			WHERE (trace_id, span_id) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))
+			AND role = 'http' AND parent_span_id = ''`, jsonPairs(c.EffectSpans))
+		if err != nil {
+			return out, fmt.Errorf("store: effects' lone HTTP spans: %w", err)
+		}
+		for _, id := range lone {
+			traceSet[id] = true
+		}
+	}
+	if len(c.Traces) > 0 {
+		strayBefore, err := t.strings(`SELECT DISTINCT trace_id FROM effects WHERE trace_id IN `+inList+` AND stray = 1`, jsonList(c.Traces))
+		if err != nil {
+			return out, fmt.Errorf("store: stray effects' traces: %w", err)
+		}
+		for _, id := range strayBefore {
+			traceSet[id] = true
+		}
+	}
+	if len(traceSet) == 0 && c.From.IsZero() {
 		return out, nil
 	}
 	query := `SELECT ` + effectColumns + ` FROM effects WHERE trace_id IN ` + inList
-	args := []any{jsonList(traces)}
-	if !from.IsZero() {
+	args := []any{jsonList(sortedSet(traceSet))}
+	if !c.From.IsZero() {
 		query += ` UNION SELECT ` + effectColumns + ` FROM effects WHERE stray = 1 AND sort_at BETWEEN ? AND ?`
-		args = append(args, from.UnixNano(), to.UnixNano())
+		args = append(args, c.From.UnixNano(), c.To.UnixNano())
 	}
 	rows, err := t.QueryContext(t.ctx, query, args...)
 	if err != nil {
@@ -51,22 +88,9 @@ func (t *Tx) JoinStrayEffects(traces []string, from, to time.Time) (StrayJoins, 
 	if err != nil {
 		return out, fmt.Errorf("store: stray candidates: %w", err)
 	}
-	// Only a trace with effects has anything to join, and only one with
-	// a lone HTTP root span can be stray (and its placeholder dropped).
-	traceSet := map[string]bool{}
 	for _, f := range effects {
 		if f.TraceID != "" {
 			traceSet[f.TraceID] = true
-		}
-	}
-	if len(traces) > 0 {
-		lone, err := t.strings(`SELECT DISTINCT trace_id FROM spans WHERE trace_id IN `+inList+` AND role = 'http' AND parent_span_id = ''`,
-			jsonList(traces))
-		if err != nil {
-			return out, fmt.Errorf("store: lone HTTP spans: %w", err)
-		}
-		for _, id := range lone {
-			traceSet[id] = true
 		}
 	}
 	all := sortedSet(traceSet)

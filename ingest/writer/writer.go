@@ -456,7 +456,7 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 	var renumber []store.StepRef                 // steps with an attempt identified by its span
 	traces := map[string]bool{}                  // traces an effect of this commit came from
 	renamedTraces := map[string]bool{}           // traces whose spans name an execution other than the trace id
-	strayCandidates := map[string]bool{}         // traces whose effects may have joined or left an execution (store/stray.go)
+	var stray store.StrayCandidates              // what may make a trace stray or not, or move a stray effect (store/stray.go)
 	ensured := map[string]bool{}
 	// ensure creates an execution an attempt or effect names, once a commit.
 	ensure := func(id string) error {
@@ -467,17 +467,16 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 		return tx.EnsureExecution(id)
 	}
 
-	var attemptsFrom, attemptsTo time.Time // the span of the attempts stored, for stray effects in it
 	// noteAttempt records what a stored attempt changed.
 	noteAttempt := func(a trace.Attempt) {
 		if !a.StartedAt.IsZero() {
-			if attemptsFrom.IsZero() || a.StartedAt.Before(attemptsFrom) {
-				attemptsFrom = a.StartedAt
+			if stray.From.IsZero() || a.StartedAt.Before(stray.From) {
+				stray.From = a.StartedAt
 			}
-			attemptsTo = maxTime(attemptsTo, a.StartedAt, a.EndedAt)
+			stray.To = maxTime(stray.To, a.StartedAt, a.EndedAt)
 		}
 		if a.TraceID != "" {
-			strayCandidates[a.TraceID] = true
+			stray.Traces = append(stray.Traces, a.TraceID)
 		}
 		ref := store.StepRef{ExecutionID: a.ExecutionID, StepID: a.StepID}
 		ch.steps[ref] = true
@@ -593,7 +592,11 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 				return out, err
 			}
 			ch.spans[[2]string{sp.TraceID, sp.SpanID}] = true
-			strayCandidates[sp.TraceID] = true
+			if sp.Role == trace.RoleHTTP && sp.ParentSpanID == "" {
+				stray.LoneTraces = append(stray.LoneTraces, sp.TraceID)
+			} else {
+				stray.Traces = append(stray.Traces, sp.TraceID)
+			}
 			if sp.TraceID != sp.ExecutionID {
 				renamedTraces[sp.TraceID] = true
 			}
@@ -619,7 +622,9 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 			}
 			if f.TraceID != "" {
 				traces[f.TraceID] = true
-				strayCandidates[f.TraceID] = true
+				if f.SpanID != "" {
+					stray.EffectSpans = append(stray.EffectSpans, [2]string{f.TraceID, f.SpanID})
+				}
 				if f.ExecutionID == "" {
 					// Its trace names its execution: the one whose spans came
 					// from it, else, until they arrive, the trace id itself.
@@ -664,7 +669,8 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 	// A trace of nothing but lone HTTP spans is no execution: its effects
 	// join the execution whose attempt was in flight (store/stray.go),
 	// decided again whenever a span, attempt or effect could change that.
-	joins, err := tx.JoinStrayEffects(setList(strayCandidates), attemptsFrom, attemptsTo)
+	stray.Traces = setList(setOfStrings(stray.Traces))
+	joins, err := tx.JoinStrayEffects(stray)
 	if err != nil {
 		return out, err
 	}
@@ -746,6 +752,14 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 	}
 	out.runs = src.pending
 	return out, nil
+}
+
+func setOfStrings(ss []string) map[string]bool {
+	out := make(map[string]bool, len(ss))
+	for _, s := range ss {
+		out[s] = true
+	}
+	return out
 }
 
 // maxTime is the latest of t and the non-zero times.
