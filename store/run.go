@@ -189,7 +189,8 @@ func loadRuns(ctx context.Context, q querier, ids []string, fed map[string]bool)
 	rows, err = q.QueryContext(ctx, `SELECT `+effectColumns+` FROM effects WHERE execution_id IN `+inList+`
 		UNION SELECT `+effectColumns+` FROM effects WHERE idempotency_key IN `+inList+`
 		UNION SELECT `+effectColumns+` FROM effects WHERE trace_id IN `+inList+`
-		UNION SELECT `+effectColumns+` FROM effects WHERE joined_execution_id IN `+inList+` ORDER BY at NULLS FIRST, provider, effect_id`,
+		UNION SELECT `+effectColumns+` FROM effects WHERE joined_execution_id IN `+inList+` AND joined_execution_id != ''
+		ORDER BY at NULLS FIRST, provider, effect_id`,
 		jsonList(found), jsonList(allKeys), jsonList(allTraces), jsonList(found))
 	if err != nil {
 		return nil, fmt.Errorf("store: load effects: %w", err)
