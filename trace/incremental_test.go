@@ -30,6 +30,11 @@ func TestRunAuditorMatchesAnalyseRun(t *testing.T) {
 			if a.Outcome != "" {
 				a.EndedAt = at.Add(time.Duration(rng.Intn(3000)) * time.Millisecond)
 			}
+			if rng.Intn(3) == 0 {
+				// A tool call's span: effects with its trace context hang
+				// from it.
+				a.TraceID, a.SpanID = "x", pick("sp1", "sp2", "sp3", fmt.Sprintf("sp%d", rng.Intn(40)))
+			}
 			return a
 		}
 		for change := range 120 {
@@ -60,6 +65,11 @@ func TestRunAuditorMatchesAnalyseRun(t *testing.T) {
 					f.ExecutionID, f.StepID = pick("x", "y"), pick("s1", "s2", "gone")
 				case 2:
 					f.TraceID = "x"
+					if rng.Intn(2) == 0 {
+						// Sent from a tool call's span, which may not have
+						// arrived yet.
+						f.SpanID = pick("sp1", "sp2", "sp3", fmt.Sprintf("sp%d", rng.Intn(40)))
+					}
 				}
 				r.Effects = append(slices.Clone(r.Effects), f)
 			case n < 8 && len(r.Effects) > 0: // an effect changes or goes
