@@ -630,7 +630,9 @@ type StepRef struct{ ExecutionID, StepID string }
 // RecheckOrphans decides again, for the effects named, the effects carrying
 // one of the keys and the effects naming one of the steps, whether any
 // attempt can have caused them (trace.AttemptIndex decides, as for the
-// world audit), and keeps their orphan_effect findings in step. It returns
+// world audit), and keeps their orphan_effect findings in step. The state
+// of an effect with a trace context is left to the analysis of its trace's
+// execution, which alone can tell whether a tool call sent it. It returns
 // the executions those findings name, which must be re-counted. It reads
 // with three queries and writes with a few statements whatever the number
 // of effects, plus one insert per orphan.
@@ -695,9 +697,15 @@ func (t *Tx) RecheckOrphans(effects []trace.EffectRef, keys []string, steps []St
 	touched := map[string]bool{}
 	for _, f := range candidates {
 		ref := [2]string{f.Provider, f.ID}
-		if claimed.Claims(f) {
+		switch {
+		case f.TraceID != "":
+			// Its trace's execution owns it, and the run analysis of that
+			// execution alone says whether a tool call of the trace sent
+			// it (matched) or none arrived (orphan): this commit may not
+			// analyse that execution, and a state set here would stay.
+		case claimed.Claims(f):
 			matched = append(matched, ref)
-		} else {
+		default:
 			orphans = append(orphans, ref)
 			if err := t.insertFinding("effect", trace.OrphanFinding(f)); err != nil {
 				return nil, err
