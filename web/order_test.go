@@ -713,6 +713,9 @@ func describeHistory(h *orderHistory, keep []bool) string {
 		kind := "event"
 		if it.kind == itemSpan {
 			kind = "span "
+			if strings.Contains(it.resource, "oncetrace.") {
+				kind = "span (resource " + it.resource + ")"
+			}
 		}
 		fmt.Fprintf(&b, "  [%d] %s %s\n", i, kind, it.body)
 	}
