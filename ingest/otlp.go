@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -42,31 +41,26 @@ type OTLPConfig struct {
 	// ToolClasses classifies tool calls that carry no oncetrace.effect by
 	// their tool name; unmatched tools are class unknown.
 	ToolClasses ToolClasses
+	// SpanMap recognises each span's role and reads its fields (serve
+	// --span-map); nil is the built-in one.
+	SpanMap *SpanMap
 }
 
-// Attribute names, by role, in order of preference.
-var (
-	otlpExecutionAttrs = []string{"oncetrace.execution.id", "temporalWorkflowID", "restate.invocation.id", "dbos.operation.workflow_id", "operationUUID"}
-	otlpSessionAttrs   = []string{"gen_ai.conversation.id", "session.id"}
-	otlpStepAttrs      = []string{"oncetrace.step.id", "temporalActivityID"}
-	otlpCallIDAttrs    = []string{"gen_ai.tool.call.id", "ai.toolCall.id", "tool_call.id"}
-	otlpToolAttrs      = []string{"gen_ai.tool.name", "ai.toolCall.name", "tool.name"}
-	otlpArgsAttrs      = []string{"gen_ai.tool.call.arguments", "ai.toolCall.args", "ai.toolCall.input", "input.value", "traceloop.entity.input"}
-	otlpResultAttrs    = []string{"gen_ai.tool.call.result", "ai.toolCall.result", "ai.toolCall.output", "output.value", "traceloop.entity.output"}
-	otlpKeyAttrs       = []string{"oncetrace.idempotency.key", "http.request.header.idempotency-key"}
-	otlpModelAttrs     = []string{"gen_ai.request.model", "gen_ai.response.model", "ai.model.id", "llm.model_name"}
-	otlpInTokenAttrs   = []string{"gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt", "ai.usage.inputTokens", "ai.usage.promptTokens"}
-	otlpOutTokenAttrs  = []string{"gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens", "llm.token_count.completion", "ai.usage.outputTokens", "ai.usage.completionTokens"}
-	otlpMethodAttrs    = []string{"http.request.method", "http.method"}
-	otlpURLAttrs       = []string{"url.full", "http.url"}
-	otlpStatusAttrs    = []string{"http.response.status_code", "http.status_code"}
-	// oncetrace.* attributes that make a span a tool call whatever else it says.
-	otlpToolMarkers = []string{"oncetrace.step.id", "oncetrace.attempt", "oncetrace.effect", "oncetrace.outcome",
-		"oncetrace.idempotency.key", "oncetrace.provider", "oncetrace.replayed", "oncetrace.deduplicated"}
-)
+func (cfg OTLPConfig) spanMap() *SpanMap {
+	if cfg.SpanMap == nil {
+		return BuiltinSpanMap()
+	}
+	return cfg.SpanMap
+}
 
-// otlpEffectName names spans and span events that report an effect.
-const otlpEffectName = "oncetrace.effect"
+// Attributes of OpenTelemetry itself, not of any framework's dialect.
+const (
+	// otlpEffectName names spans and span events that report an effect.
+	otlpEffectName = "oncetrace.effect"
+	// exceptionStacktrace: the stack trace of an exception attribute or
+	// event, whose first line names an error that has no type.
+	exceptionStacktrace = "exception.stacktrace"
+)
 
 // spanRole is what a span is to oncetrace.
 type spanRole int
@@ -82,13 +76,24 @@ const (
 
 type otlpSpan struct {
 	span     ptrace.Span
-	resource pcommon.Map
+	resource *otlpResource
 	traceID  string
 	spanID   string
 	parentID string
+	m        *SpanMap
+	view     spanView
 	role     spanRole
+	rule     *spanRule // the rule that made it a tool call
 	// derived
-	execution string
+	ownExecution string // the execution id its own attributes name
+	execution    string
+}
+
+// otlpResource is a resource's attributes, and what of them every span of
+// the resource may inherit.
+type otlpResource struct {
+	attrs              pcommon.Map
+	execution, session string
 }
 
 // MapOTLP maps an export request's spans onto events.
@@ -100,7 +105,7 @@ func MapOTLP(td ptrace.Traces, cfg OTLPConfig) OTLPResult {
 			res.Reasons = append(res.Reasons, fmt.Sprintf(format, args...))
 		}
 	}
-	spans, byID := otlpSpans(td, reject)
+	spans, byID := otlpSpans(td, cfg.spanMap(), reject)
 	res.Events = make([]trace.Event, 0, len(spans))
 	b := newEventBuilder(cfg.Limits)
 	// add keeps an event of span s, or of its span event at index event
@@ -134,7 +139,7 @@ func MapOTLP(td ptrace.Traces, cfg OTLPConfig) OTLPResult {
 			// An agent span below the root still names the execution. Model
 			// and HTTP calls do not, though OpenLLMetry copies
 			// gen_ai.agent.name onto every span.
-			if name, source := agentName(s); name != "" && s.role == roleContext {
+			if name, source := s.agentName(); name != "" {
 				ev, err := nameEvent(b, s, name, source)
 				add(s, -1, ev, err)
 			}
@@ -154,13 +159,19 @@ func MapOTLP(td ptrace.Traces, cfg OTLPConfig) OTLPResult {
 // otlpSpans reads the spans of an export request with their roles and
 // executions, rejecting those without ids or a start time, and indexes
 // them by trace and span id.
-func otlpSpans(td ptrace.Traces, reject func(format string, args ...any)) ([]*otlpSpan, map[string]*otlpSpan) {
-	var spans []*otlpSpan
-	byID := map[string]*otlpSpan{}
+func otlpSpans(td ptrace.Traces, m *SpanMap, reject func(format string, args ...any)) ([]*otlpSpan, map[string]*otlpSpan) {
+	spans := make([]*otlpSpan, 0, td.SpanCount())
+	byID := make(map[string]*otlpSpan, td.SpanCount())
+	// The attributes the map names, of every span: a span of a known
+	// dialect has about six.
+	arena := make([]foundAttr, 0, 6*td.SpanCount())
 	for _, rs := range td.ResourceSpans().All() {
+		attrs := rs.Resource().Attributes()
+		resource := &otlpResource{attrs: attrs, execution: m.textIn(attrs, fieldExecutionID), session: m.textIn(attrs, fieldSession)}
 		for _, ss := range rs.ScopeSpans().All() {
+			scope := ss.Scope().Name()
 			for _, sp := range ss.Spans().All() {
-				s := &otlpSpan{span: sp, resource: rs.Resource().Attributes(), traceID: hexID(sp.TraceID()),
+				s := &otlpSpan{span: sp, resource: resource, m: m, traceID: hexID(sp.TraceID()),
 					spanID: hexID(sp.SpanID()), parentID: hexID(sp.ParentSpanID())}
 				if s.traceID == "" || s.spanID == "" {
 					reject("span %q: trace_id and span_id are required", sp.Name())
@@ -170,14 +181,16 @@ func otlpSpans(td ptrace.Traces, reject func(format string, args ...any)) ([]*ot
 					reject("span %s (%q): start_time_unix_nano is required", s.spanID, sp.Name())
 					continue
 				}
-				s.role = roleOf(s)
+				s.view, arena = m.view(sp, scope, arena)
+				s.role, s.rule = m.roleOf(&s.view, s.parentID == "")
+				s.ownExecution = m.text(&s.view, fieldExecutionID)
 				spans = append(spans, s)
 				byID[s.traceID+"/"+s.spanID] = s
 			}
 		}
 	}
 	for _, s := range spans {
-		s.execution = inherited(s, byID, otlpExecutionAttrs)
+		s.execution = inherited(s, byID, func(cur *otlpSpan) string { return cur.ownExecution }, s.resource.execution)
 		if s.execution == "" {
 			s.execution = s.traceID
 		}
@@ -185,79 +198,30 @@ func otlpSpans(td ptrace.Traces, reject func(format string, args ...any)) ([]*ot
 	return spans, byID
 }
 
-// roleOf decides a span's role from its own attributes, name and kind.
-func roleOf(s *otlpSpan) spanRole {
-	sp := s.span
-	attrs := sp.Attributes()
-	if sp.Name() == otlpEffectName {
-		return roleEffect
-	}
-	for _, name := range otlpToolMarkers {
-		if hasAttr(attrs, name) {
-			return roleTool
+// agentName is the name a span gives its execution and where it came
+// from, for a span that describes the agent (an invoke_agent span, an
+// OpenLLMetry agent...). The root span gives its own name when nothing
+// better names it; model and HTTP calls name nothing.
+func (s *otlpSpan) agentName() (name, source string) {
+	switch s.role {
+	case roleRoot:
+		if name, source = s.m.executionName(&s.view); name == "" {
+			name, source = s.span.Name(), "span"
 		}
+	case roleContext:
+		name, source = s.m.executionName(&s.view)
 	}
-	if s.parentID == "" {
-		return roleRoot
-	}
-	op := str(attrs, "gen_ai.operation.name")
-	oi := strings.ToUpper(str(attrs, "openinference.span.kind"))
-	tl := strings.ToLower(str(attrs, "traceloop.span.kind"))
-	name := sp.Name()
-	switch {
-	case op == "execute_tool", oi == "TOOL", tl == "tool", name == "ai.toolCall", hasAttr(attrs, "ai.toolCall.name"):
-		return roleTool
-	case op == "chat", op == "text_completion", op == "generate_content", op == "embeddings",
-		oi == "LLM", oi == "EMBEDDING", isVercelModelCall(name, str(attrs, "ai.operationId")),
-		slices.Contains([]string{"chat", "completion", "embedding", "rerank"}, str(attrs, "llm.request.type")),
-		sp.Kind() == ptrace.SpanKindClient && hasAttr(attrs, "gen_ai.request.model"):
-		return roleModel
-	case sp.Kind() == ptrace.SpanKindClient && firstStr(attrs, otlpMethodAttrs...) != "":
-		return roleHTTP
-	}
-	return roleContext
+	return name, source
 }
 
-// isVercelModelCall: the Vercel AI SDK names its provider calls
-// ai.<function>.do<Call>, such as ai.generateText.doGenerate.
-func isVercelModelCall(name, operationID string) bool {
-	for _, n := range []string{name, operationID} {
-		if !strings.HasPrefix(n, "ai.") {
-			continue
-		}
-		if _, call, ok := strings.Cut(strings.TrimPrefix(n, "ai."), "."); ok && strings.HasPrefix(call, "do") {
-			return true
-		}
+// recognisedBy names the entry that recognised a tool call, when that
+// entry marks its attempts (the generic rule): such a step is shown as
+// recognised by that rule.
+func (s *otlpSpan) recognisedBy() string {
+	if s.rule == nil || !s.rule.dialect.marksAttempts {
+		return ""
 	}
-	return false
-}
-
-// agentName is the name a span gives its execution and where it came from,
-// for spans that describe the agent: an invoke_agent or invoke_workflow
-// span, an OpenInference AGENT or CHAIN span, an OpenLLMetry agent or
-// workflow, a Vercel AI SDK call with a function id.
-func agentName(s *otlpSpan) (name, source string) {
-	attrs := s.span.Attributes()
-	if v := firstStr(attrs, "gen_ai.agent.name", "gen_ai.workflow.name"); v != "" {
-		return v, "gen_ai.agent.name"
-	}
-	if v := str(attrs, "ai.telemetry.functionId"); v != "" && !isVercelModelCall(s.span.Name(), str(attrs, "ai.operationId")) {
-		return v, "ai.telemetry.functionId"
-	}
-	switch strings.ToLower(str(attrs, "traceloop.span.kind")) {
-	case "agent", "workflow":
-		if v := str(attrs, "traceloop.entity.name"); v != "" {
-			return v, "traceloop.entity.name"
-		}
-	}
-	if s.role == roleRoot {
-		return s.span.Name(), "span"
-	}
-	switch op := str(attrs, "gen_ai.operation.name"); {
-	case op == "invoke_agent", op == "invoke_workflow":
-		return s.span.Name(), "span"
-	}
-	return "", ""
+	return s.rule.dialect.name
 }
 
 // spanEventID is the id of a span's event. A span exported before it ended
@@ -273,8 +237,8 @@ func spanEventID(s *otlpSpan) string {
 
 func executionEvent(b *eventBuilder, s *otlpSpan, byID map[string]*otlpSpan) (trace.Event, error) {
 	sp := s.span
-	name, source := agentName(s)
-	session := inherited(s, byID, otlpSessionAttrs)
+	name, source := s.agentName()
+	session := s.session(byID)
 	b.start(trace.EventExecution)
 	if session != "" && b.shape([]byte(`{"labels":{"session":""}}`)) != nil {
 		return b.event(trace.Event{})
@@ -305,6 +269,11 @@ func executionEvent(b *eventBuilder, s *otlpSpan, byID map[string]*otlpSpan) (tr
 	return b.event(ev)
 }
 
+// session is the session the span inherits (a label of its execution).
+func (s *otlpSpan) session(byID map[string]*otlpSpan) string {
+	return inherited(s, byID, func(cur *otlpSpan) string { return cur.m.text(&cur.view, fieldSession) }, s.resource.session)
+}
+
 // nameEvent names the execution after an agent span below its root.
 func nameEvent(b *eventBuilder, s *otlpSpan, name, source string) (trace.Event, error) {
 	b.start(trace.EventExecution)
@@ -317,10 +286,31 @@ func nameEvent(b *eventBuilder, s *otlpSpan, name, source string) (trace.Event, 
 	return b.event(ev)
 }
 
+// modelCall is what a model call's span says of the call.
+type modelCall struct {
+	model                     string
+	inputTokens, outputTokens int64
+}
+
+func (s *otlpSpan) modelCall() modelCall {
+	return modelCall{model: s.m.text(&s.view, fieldModel), inputTokens: s.m.integer(&s.view, fieldInputTokens),
+		outputTokens: s.m.integer(&s.view, fieldOutputTokens)}
+}
+
+// httpCall is what an HTTP client span says of the request.
+type httpCall struct {
+	method, url, idempotencyKey string
+	status                      int64
+}
+
+func (s *otlpSpan) httpCall() httpCall {
+	return httpCall{method: strings.ToUpper(s.m.text(&s.view, fieldHTTPMethod)), url: s.m.text(&s.view, fieldHTTPURL),
+		status: s.m.integer(&s.view, fieldHTTPStatus), idempotencyKey: s.m.text(&s.view, fieldHTTPIdempotencyKey)}
+}
+
 // spanEvent keeps a model call, an HTTP client call or a context span.
 func spanEvent(b *eventBuilder, s *otlpSpan) (trace.Event, error) {
 	sp := s.span
-	attrs := sp.Attributes()
 	role := trace.RoleContext
 	switch s.role {
 	case roleModel:
@@ -340,34 +330,36 @@ func spanEvent(b *eventBuilder, s *otlpSpan) (trace.Event, error) {
 	if sp.EndTimestamp() != 0 {
 		x.EndedAt = b.time("ended_at", max(sp.EndTimestamp(), sp.StartTimestamp()))
 		if sp.Status().Code() == ptrace.StatusCodeError {
-			_, msg := spanError(sp)
+			_, msg := s.spanError()
 			x.Error = b.text("error", cmp.Or(msg, "error"))
 		}
 	}
 	switch s.role {
 	case roleModel:
-		if m := firstStr(attrs, otlpModelAttrs...); m != "" {
-			x.Model = b.text("model", m)
+		call := s.modelCall()
+		if call.model != "" {
+			x.Model = b.text("model", call.model)
 		}
-		if n := firstInt(attrs, otlpInTokenAttrs...); n > 0 {
-			x.InputTokens = b.count("input_tokens", n)
+		if call.inputTokens > 0 {
+			x.InputTokens = b.count("input_tokens", call.inputTokens)
 		}
-		if n := firstInt(attrs, otlpOutTokenAttrs...); n > 0 {
-			x.OutputTokens = b.count("output_tokens", n)
+		if call.outputTokens > 0 {
+			x.OutputTokens = b.count("output_tokens", call.outputTokens)
 		}
 	case roleHTTP:
-		x.HTTPMethod = b.id("http_method", strings.ToUpper(firstStr(attrs, otlpMethodAttrs...)))
-		if u := firstStr(attrs, otlpURLAttrs...); u != "" {
+		call := s.httpCall()
+		x.HTTPMethod = b.id("http_method", call.method)
+		if u := call.url; u != "" {
 			u = jsonUTF8(u)
 			if redacted, changed := b.lim.Redact.URL(u); changed {
 				u = redacted
 			}
 			x.HTTPURL = b.text("http_url", u)
 		}
-		if n := firstInt(attrs, otlpStatusAttrs...); n > 0 && n < 1000 {
+		if n := call.status; n > 0 && n < 1000 {
 			x.HTTPStatus = int(b.count("http_status", n))
 		}
-		if k := str(attrs, "http.request.header.idempotency-key"); k != "" {
+		if k := call.idempotencyKey; k != "" {
 			x.IdempotencyKey = b.id("idempotency_key", k)
 		}
 	}
@@ -376,18 +368,36 @@ func spanEvent(b *eventBuilder, s *otlpSpan) (trace.Event, error) {
 	return b.event(ev)
 }
 
+// toolName is a tool call's tool: the first field source that names it,
+// else the span's name.
+func (s *otlpSpan) toolName() string {
+	return cmp.Or(s.m.text(&s.view, fieldTool), s.span.Name())
+}
+
+// toolArgs is a tool call's arguments, unwrapped when the source they came
+// from says so (OpenLLMetry's).
+func (s *otlpSpan) toolArgs() (any, bool) {
+	v, ok, unwrap := s.m.jsonField(&s.view, fieldArgs)
+	if ok && unwrap {
+		v = unwrapOpenLLMetryArgs(v)
+	}
+	return v, ok
+}
+
+func (s *otlpSpan) toolResult() (any, bool) {
+	v, ok, _ := s.m.jsonField(&s.view, fieldResult)
+	return v, ok
+}
+
+// idempotencyKey is the key the span says it sent.
+func (s *otlpSpan) idempotencyKey() string { return s.m.text(&s.view, fieldIdempotencyKey) }
+
 func attemptEvent(b *eventBuilder, s *otlpSpan, classes ToolClasses) (trace.Event, error) {
 	sp := s.span
 	attrs := sp.Attributes()
-	tool := firstStr(attrs, otlpToolAttrs...)
-	if tool == "" && strings.EqualFold(str(attrs, "traceloop.span.kind"), "tool") {
-		tool = str(attrs, "traceloop.entity.name")
-	}
-	if tool == "" {
-		tool = sp.Name()
-	}
+	tool := s.toolName()
 	b.start(trace.EventAttempt)
-	args, hasArgs := toolArgs(attrs)
+	args, hasArgs := s.toolArgs()
 	var jsonFields []jsonField
 	if hasArgs {
 		// Redacted before the step id is derived from them: raw JSON by
@@ -402,7 +412,7 @@ func attemptEvent(b *eventBuilder, s *otlpSpan, classes ToolClasses) (trace.Even
 		}
 		jsonFields = append(jsonFields, f)
 	}
-	result, hasResult := jsonAttr(attrs, otlpResultAttrs...)
+	result, hasResult := s.toolResult()
 	if hasResult {
 		jsonFields = append(jsonFields, jsonField{key: "result", v: result})
 	}
@@ -434,16 +444,16 @@ func attemptEvent(b *eventBuilder, s *otlpSpan, classes ToolClasses) (trace.Even
 	}
 	a.Args = b.json("args", argsJSON)
 	a.Result = b.json("result", resultJSON)
-	if k := firstStr(attrs, otlpKeyAttrs...); k != "" {
+	if k := s.idempotencyKey(); k != "" {
 		a.IdempotencyKey = b.id("idempotency_key", k)
 	}
-	if w := worker(s.resource); w != "" {
+	if w := worker(s.resource.attrs); w != "" {
 		a.Worker = b.id("worker", w)
 	}
 	a.StartedAt = b.time("started_at", sp.StartTimestamp())
 	if sp.EndTimestamp() != 0 {
 		a.EndedAt = b.time("ended_at", max(sp.EndTimestamp(), sp.StartTimestamp()))
-		outcome, msg := attemptOutcome(sp)
+		outcome, msg := s.attemptOutcome()
 		a.Outcome = trace.Outcome(b.enum("outcome", outcome, "ok", "error", "timeout", "replayed"))
 		if msg != "" {
 			a.Error = b.text("error", msg)
@@ -452,6 +462,9 @@ func attemptEvent(b *eventBuilder, s *otlpSpan, classes ToolClasses) (trace.Even
 	if v, ok := attrs.Get("oncetrace.deduplicated"); ok && v.Type() == pcommon.ValueTypeBool && v.Bool() {
 		a.Deduplicated = true
 		b.add("deduplicated", []byte("true"))
+	}
+	if by := s.recognisedBy(); by != "" {
+		a.RecognisedBy = b.id("recognised_by", by)
 	}
 	switch {
 	case intAttr(attrs, "oncetrace.attempt") > 0:
@@ -464,17 +477,23 @@ func attemptEvent(b *eventBuilder, s *otlpSpan, classes ToolClasses) (trace.Even
 	return b.event(ev)
 }
 
-// attemptOutcome is an ended tool call's outcome and error message.
-func attemptOutcome(sp ptrace.Span) (outcome, msg string) {
+// attemptOutcome is an ended tool call's outcome and error message. A
+// rule may say what a call that ended without an error status means
+// (ADK exports a failed call without one).
+func (s *otlpSpan) attemptOutcome() (outcome, msg string) {
+	sp := s.span
 	attrs := sp.Attributes()
 	outcome = "ok"
-	if sp.Status().Code() == ptrace.StatusCodeError {
+	switch {
+	case sp.Status().Code() == ptrace.StatusCodeError:
 		outcome = "error"
 		var errType string
-		errType, msg = spanError(sp)
-		if isTimeout(errType) {
+		errType, msg = s.spanError()
+		if isTimeout(errType) || messageNamesTimeout(msg) {
 			outcome = "timeout"
 		}
+	case s.rule != nil && s.rule.unreported != nil:
+		outcome, msg = s.rule.unreported.outcome, s.rule.unreported.error
 	}
 	if v, ok := attrs.Get("oncetrace.replayed"); ok && v.Type() == pcommon.ValueTypeBool && v.Bool() {
 		outcome = "replayed"
@@ -492,13 +511,13 @@ func attemptOutcome(sp ptrace.Span) (outcome, msg string) {
 // the arguments as the stored event holds them (sorted keys, numbers as
 // sent), nil when they could not be.
 func stepID(s *otlpSpan, tool string, canonArgs json.RawMessage, hasArgs bool) string {
-	if id := firstStr(s.span.Attributes(), otlpStepAttrs...); id != "" {
+	if id := s.m.text(&s.view, fieldStepID); id != "" {
 		return id
 	}
 	if !hasArgs {
 		// With no arguments to compare, a call id the framework reused is
 		// the only evidence that two spans are one call.
-		if callID := firstStr(s.span.Attributes(), otlpCallIDAttrs...); callID != "" {
+		if callID := s.m.text(&s.view, fieldCallID); callID != "" {
 			return "call-" + callID
 		}
 		return "span-" + s.spanID
@@ -510,46 +529,19 @@ func stepID(s *otlpSpan, tool string, canonArgs json.RawMessage, hasArgs bool) s
 	return "tool-" + hex.EncodeToString(sum[:8])
 }
 
-// toolArgs reads a tool call's arguments. OpenLLMetry wraps them as
-// {"args": [...], "kwargs": {...}}: the keyword arguments (or the one
-// positional argument) are what the tool was called with.
-func toolArgs(attrs pcommon.Map) (any, bool) {
-	v, ok := jsonAttr(attrs, otlpArgsAttrs...)
-	if !ok {
-		return nil, false
-	}
-	raw, isRaw := v.(json.RawMessage)
-	if !isRaw || firstStr(attrs, otlpArgsAttrs[:len(otlpArgsAttrs)-1]...) != "" {
-		return v, true
-	}
-	var wrapped struct {
-		Args   []json.RawMessage          `json:"args"`
-		Kwargs map[string]json.RawMessage `json:"kwargs"` // raw: numbers as sent
-	}
-	if json.Unmarshal(raw, &wrapped) != nil {
-		return v, true
-	}
-	switch {
-	case len(wrapped.Args) == 0 && wrapped.Kwargs != nil:
-		return wrapped.Kwargs, true
-	case len(wrapped.Args) == 1 && len(wrapped.Kwargs) == 0:
-		return wrapped.Args[0], true
-	}
-	return v, true
-}
-
-// spanError is a failed span's error type (from error.type, or the
+// spanError is a failed span's error type (from its attributes, or the
 // exception.type of its exception event) and a message for humans.
-func spanError(sp ptrace.Span) (errType, msg string) {
+func (s *otlpSpan) spanError() (errType, msg string) {
+	sp := s.span
 	attrs := sp.Attributes()
-	errType = errorName(firstStr(attrs, "error.type", "exception.type"), str(attrs, "exception.stacktrace"))
-	excMsg := str(attrs, "exception.message")
+	errType = errorName(s.m.text(&s.view, fieldErrorType), str(attrs, exceptionStacktrace))
+	excMsg := s.m.text(&s.view, fieldErrorMessage)
 	for _, e := range sp.Events().All() {
 		if e.Name() != "exception" {
 			continue
 		}
 		ea := e.Attributes()
-		errType = cmp.Or(errType, errorName(str(ea, "exception.type"), str(ea, "exception.stacktrace")))
+		errType = cmp.Or(errType, errorName(str(ea, "exception.type"), str(ea, exceptionStacktrace)))
 		excMsg = cmp.Or(excMsg, str(ea, "exception.message"))
 	}
 	msg = cmp.Or(sp.Status().Message(), excMsg)
@@ -593,6 +585,24 @@ func isTimeout(errType string) bool {
 	return false
 }
 
+// timeoutWords are what an error message says when the call timed out or
+// was aborted: many frameworks lose the error's type on the way to the
+// span (LangChain, Mastra and ADK keep only the message), so the message
+// is the only evidence left.
+var timeoutWords = []string{"timeouterror", "aborterror", "etimedout", "timed out", "timeout after", "deadline exceeded",
+	"operation was aborted"}
+
+// messageNamesTimeout reports whether an error message names a timeout or
+// an abort, in any case.
+func messageNamesTimeout(msg string) bool {
+	for _, w := range timeoutWords {
+		if containsFold(msg, w) {
+			return true
+		}
+	}
+	return false
+}
+
 func effectEvent(b *eventBuilder, s *otlpSpan, byID map[string]*otlpSpan, attrs pcommon.Map, at pcommon.Timestamp, id string) (trace.Event, error) {
 	provider, effectID := str(attrs, "oncetrace.effect.provider"), str(attrs, "oncetrace.effect.id")
 	if provider == "" || effectID == "" {
@@ -604,9 +614,9 @@ func effectEvent(b *eventBuilder, s *otlpSpan, byID map[string]*otlpSpan, attrs 
 	if s.role == roleEffect {
 		from = s.parentID
 	}
-	key := firstStr(attrs, otlpKeyAttrs...)
+	key := s.m.textIn(attrs, fieldIdempotencyKey)
 	if owner := byID[s.traceID+"/"+from]; owner != nil && owner.role == roleTool && key == "" {
-		key = firstStr(owner.span.Attributes(), otlpKeyAttrs...)
+		key = owner.idempotencyKey()
 	}
 	b.start(trace.EventEffect)
 	ev := trace.Event{Type: trace.EventEffect, ID: b.id("id", id)}
@@ -629,11 +639,11 @@ func effectEvent(b *eventBuilder, s *otlpSpan, byID map[string]*otlpSpan, attrs 
 	return b.event(ev)
 }
 
-// inherited looks for the attributes on the span, then on its ancestors in
-// the same export, then on its resource.
-func inherited(s *otlpSpan, byID map[string]*otlpSpan, names []string) string {
+// inherited is what own says of the span, else of its nearest ancestor in
+// the same export that says anything, else fromResource.
+func inherited(s *otlpSpan, byID map[string]*otlpSpan, own func(*otlpSpan) string, fromResource string) string {
 	for cur, depth := s, 0; cur != nil && depth < 64; depth++ {
-		if v := firstStr(cur.span.Attributes(), names...); v != "" {
+		if v := own(cur); v != "" {
 			return v
 		}
 		if cur.parentID == "" {
@@ -641,7 +651,7 @@ func inherited(s *otlpSpan, byID map[string]*otlpSpan, names []string) string {
 		}
 		cur = byID[cur.traceID+"/"+cur.parentID]
 	}
-	return firstStr(s.resource, names...)
+	return fromResource
 }
 
 // effectClass is the tool's class: oncetrace.effect, else the class its
@@ -671,14 +681,19 @@ func worker(resource pcommon.Map) string {
 	return host
 }
 
-// str reads an attribute as a string: strings as they are, numbers and
-// booleans printed, and the first element of a string array (HTTP header
-// attributes are arrays).
+// str reads an attribute as a string (valueString), "" when it is absent.
 func str(m pcommon.Map, name string) string {
 	v, ok := m.Get(name)
 	if !ok {
 		return ""
 	}
+	return valueString(v)
+}
+
+// valueString is an attribute's value as a string: strings as they are,
+// numbers and booleans printed, and the first element of a string array
+// (HTTP header attributes are arrays).
+func valueString(v pcommon.Value) string {
 	if v.Type() == pcommon.ValueTypeSlice {
 		if v.Slice().Len() == 0 {
 			return ""
@@ -688,24 +703,6 @@ func str(m pcommon.Map, name string) string {
 	return v.AsString()
 }
 
-func firstStr(m pcommon.Map, names ...string) string {
-	for _, n := range names {
-		if v := str(m, n); v != "" {
-			return v
-		}
-	}
-	return ""
-}
-
-func firstInt(m pcommon.Map, names ...string) int64 {
-	for _, n := range names {
-		if hasAttr(m, n) {
-			return intAttr(m, n)
-		}
-	}
-	return 0
-}
-
 func hasAttr(m pcommon.Map, name string) bool { _, ok := m.Get(name); return ok }
 
 func intAttr(m pcommon.Map, name string) int64 {
@@ -713,6 +710,11 @@ func intAttr(m pcommon.Map, name string) int64 {
 	if !ok {
 		return 0
 	}
+	return valueInt(v)
+}
+
+// valueInt is an attribute's value as an integer, 0 when it is none.
+func valueInt(v pcommon.Value) int64 {
 	switch v.Type() {
 	case pcommon.ValueTypeInt:
 		return v.Int()
@@ -725,29 +727,21 @@ func intAttr(m pcommon.Map, name string) int64 {
 	return 0
 }
 
-// jsonAttr reads arguments or a result: a map or array as JSON, a string
+// jsonValue reads arguments or a result: a map or array as JSON, a string
 // holding JSON as that JSON, any other string as a JSON string.
-func jsonAttr(m pcommon.Map, names ...string) (any, bool) {
-	for _, n := range names {
-		v, ok := m.Get(n)
-		if !ok {
-			continue
+func jsonValue(v pcommon.Value) any {
+	switch v.Type() {
+	case pcommon.ValueTypeMap:
+		return v.Map().AsRaw()
+	case pcommon.ValueTypeSlice:
+		return v.Slice().AsRaw()
+	case pcommon.ValueTypeStr:
+		if jsonInAttribute(v.Str()) { // otlplimits.go
+			return json.RawMessage(v.Str())
 		}
-		switch v.Type() {
-		case pcommon.ValueTypeMap:
-			return v.Map().AsRaw(), true
-		case pcommon.ValueTypeSlice:
-			return v.Slice().AsRaw(), true
-		case pcommon.ValueTypeStr:
-			if jsonInAttribute(v.Str()) { // otlplimits.go
-				return json.RawMessage(v.Str()), true
-			}
-			return v.Str(), true
-		default:
-			return v.AsRaw(), true
-		}
+		return v.Str()
 	}
-	return nil, false
+	return v.AsRaw()
 }
 
 // hexID is an id as lowercase hex, "" when it is all zeros (absent).

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -19,6 +18,9 @@ import (
 // to a map, to JSON, and through ParseEvent. Kept to prove that the direct
 // mapping gives the same events, bodies and rejections
 // (TestMapOTLPDirectIsTheRoundTrip, FuzzMapOTLPDirect), and to measure it.
+// What a span is and says (its role, tool, arguments, model...) comes from
+// the span map as for the direct mapping: this path checks how events are
+// built, not how spans are recognised.
 
 // MapOTLPRoundTrip maps spans the old way, through JSON and ParseEvent.
 var MapOTLPRoundTrip = mapOTLPRoundTrip
@@ -31,7 +33,7 @@ func mapOTLPRoundTrip(td ptrace.Traces, cfg OTLPConfig) OTLPResult {
 			res.Reasons = append(res.Reasons, fmt.Sprintf(format, args...))
 		}
 	}
-	spans, byID := otlpSpans(td, reject)
+	spans, byID := otlpSpans(td, cfg.spanMap(), reject)
 	add := func(what string, ev map[string]any) {
 		raw, err := json.Marshal(ev)
 		if err == nil {
@@ -63,7 +65,7 @@ func mapOTLPRoundTrip(td ptrace.Traces, cfg OTLPConfig) OTLPResult {
 			// An agent span below the root still names the execution. Model
 			// and HTTP calls do not, though OpenLLMetry copies
 			// gen_ai.agent.name onto every span.
-			if name, source := agentName(s); name != "" && s.role == roleContext {
+			if name, source := s.agentName(); name != "" {
 				add(what, map[string]any{"type": "execution", "id": "otlp:" + s.traceID + ":" + s.spanID + ":name",
 					"execution_id": s.execution, "name": name, "name_source": source})
 			}
@@ -86,7 +88,7 @@ func mapOTLPRoundTrip(td ptrace.Traces, cfg OTLPConfig) OTLPResult {
 
 func executionEventJSON(s *otlpSpan, byID map[string]*otlpSpan) map[string]any {
 	sp := s.span
-	name, source := agentName(s)
+	name, source := s.agentName()
 	ev := map[string]any{"type": "execution", "id": spanEventID(s), "execution_id": s.execution,
 		"name": name, "name_source": source, "started_at": timestamp(sp.StartTimestamp())}
 	if sp.EndTimestamp() != 0 {
@@ -98,7 +100,7 @@ func executionEventJSON(s *otlpSpan, byID map[string]*otlpSpan) map[string]any {
 	} else {
 		ev["status"] = "running"
 	}
-	if session := inherited(s, byID, otlpSessionAttrs); session != "" {
+	if session := s.session(byID); session != "" {
 		ev["labels"] = map[string]string{"session": session}
 	}
 	return ev
@@ -107,7 +109,6 @@ func executionEventJSON(s *otlpSpan, byID map[string]*otlpSpan) map[string]any {
 // spanEventJSON keeps a model call, an HTTP client call or a context span.
 func spanEventJSON(s *otlpSpan) map[string]any {
 	sp := s.span
-	attrs := sp.Attributes()
 	role := map[spanRole]string{roleModel: "model", roleHTTP: "http"}[s.role]
 	if role == "" {
 		role = "context"
@@ -120,31 +121,33 @@ func spanEventJSON(s *otlpSpan) map[string]any {
 	if sp.EndTimestamp() != 0 {
 		ev["ended_at"] = timestamp(max(sp.EndTimestamp(), sp.StartTimestamp()))
 		if sp.Status().Code() == ptrace.StatusCodeError {
-			_, msg := spanError(sp)
+			_, msg := s.spanError()
 			ev["error"] = cmp.Or(msg, "error")
 		}
 	}
 	switch s.role {
 	case roleModel:
-		if m := firstStr(attrs, otlpModelAttrs...); m != "" {
-			ev["model"] = m
+		call := s.modelCall()
+		if call.model != "" {
+			ev["model"] = call.model
 		}
-		if n := firstInt(attrs, otlpInTokenAttrs...); n > 0 {
-			ev["input_tokens"] = n
+		if call.inputTokens > 0 {
+			ev["input_tokens"] = call.inputTokens
 		}
-		if n := firstInt(attrs, otlpOutTokenAttrs...); n > 0 {
-			ev["output_tokens"] = n
+		if call.outputTokens > 0 {
+			ev["output_tokens"] = call.outputTokens
 		}
 	case roleHTTP:
-		ev["http_method"] = strings.ToUpper(firstStr(attrs, otlpMethodAttrs...))
-		if u := firstStr(attrs, otlpURLAttrs...); u != "" {
-			ev["http_url"] = u
+		call := s.httpCall()
+		ev["http_method"] = call.method
+		if call.url != "" {
+			ev["http_url"] = call.url
 		}
-		if n := firstInt(attrs, otlpStatusAttrs...); n > 0 && n < 1000 {
-			ev["http_status"] = n
+		if call.status > 0 && call.status < 1000 {
+			ev["http_status"] = call.status
 		}
-		if k := str(attrs, "http.request.header.idempotency-key"); k != "" {
-			ev["idempotency_key"] = k
+		if call.idempotencyKey != "" {
+			ev["idempotency_key"] = call.idempotencyKey
 		}
 	}
 	return ev
@@ -153,14 +156,8 @@ func spanEventJSON(s *otlpSpan) map[string]any {
 func attemptEventJSON(s *otlpSpan, classes ToolClasses, redact *Redactor) map[string]any {
 	sp := s.span
 	attrs := sp.Attributes()
-	tool := firstStr(attrs, otlpToolAttrs...)
-	if tool == "" && strings.EqualFold(str(attrs, "traceloop.span.kind"), "tool") {
-		tool = str(attrs, "traceloop.entity.name")
-	}
-	if tool == "" {
-		tool = sp.Name()
-	}
-	args, hasArgs := toolArgs(attrs)
+	tool := s.toolName()
+	args, hasArgs := s.toolArgs()
 	args = redact.redactArgs(args) // before the step id is derived from them
 	ev := map[string]any{"type": "attempt", "id": spanEventID(s), "execution_id": s.execution,
 		"step_id": stepIDJSON(s, tool, args, hasArgs), "tool": tool, "trace_id": s.traceID, "span_id": s.spanID,
@@ -180,51 +177,41 @@ func attemptEventJSON(s *otlpSpan, classes ToolClasses, redact *Redactor) map[st
 	if hasArgs {
 		ev["args"] = args
 	}
-	if v, ok := jsonAttr(attrs, otlpResultAttrs...); ok {
+	if v, ok := s.toolResult(); ok {
 		ev["result"] = v
 	}
-	if k := firstStr(attrs, otlpKeyAttrs...); k != "" {
+	if k := s.idempotencyKey(); k != "" {
 		ev["idempotency_key"] = k
+	}
+	if by := s.recognisedBy(); by != "" {
+		ev["recognised_by"] = by
 	}
 	if v, ok := attrs.Get("oncetrace.deduplicated"); ok && v.Type() == pcommon.ValueTypeBool && v.Bool() {
 		ev["deduplicated"] = true
 	}
-	if w := worker(s.resource); w != "" {
+	if w := worker(s.resource.attrs); w != "" {
 		ev["worker"] = w
 	}
 	if sp.EndTimestamp() == 0 {
 		return ev // still running: a later export completes it
 	}
 	ev["ended_at"] = timestamp(max(sp.EndTimestamp(), sp.StartTimestamp()))
-	outcome := "ok"
-	if sp.Status().Code() == ptrace.StatusCodeError {
-		outcome = "error"
-		errType, msg := spanError(sp)
-		if isTimeout(errType) {
-			outcome = "timeout"
-		}
-		if msg != "" {
-			ev["error"] = msg
-		}
-	}
-	if v, ok := attrs.Get("oncetrace.replayed"); ok && v.Type() == pcommon.ValueTypeBool && v.Bool() {
-		outcome = "replayed"
-	}
-	if o := str(attrs, "oncetrace.outcome"); o != "" {
-		outcome = o // validated as any sent outcome
+	outcome, msg := s.attemptOutcome()
+	if msg != "" {
+		ev["error"] = msg
 	}
 	ev["outcome"] = outcome
 	return ev
 }
 
 func stepIDJSON(s *otlpSpan, tool string, args any, hasArgs bool) string {
-	if id := firstStr(s.span.Attributes(), otlpStepAttrs...); id != "" {
+	if id := s.m.text(&s.view, fieldStepID); id != "" {
 		return id
 	}
 	if !hasArgs {
 		// With no arguments to compare, a call id the framework reused is
 		// the only evidence that two spans are one call.
-		if callID := firstStr(s.span.Attributes(), otlpCallIDAttrs...); callID != "" {
+		if callID := s.m.text(&s.view, fieldCallID); callID != "" {
 			return "call-" + callID
 		}
 		return "span-" + s.spanID
@@ -274,9 +261,9 @@ func effectEventJSON(s *otlpSpan, byID map[string]*otlpSpan, attrs pcommon.Map, 
 	if from != "" {
 		ev["span_id"] = from
 	}
-	key := firstStr(attrs, otlpKeyAttrs...)
+	key := s.m.textIn(attrs, fieldIdempotencyKey)
 	if owner := byID[s.traceID+"/"+from]; owner != nil && owner.role == roleTool && key == "" {
-		key = firstStr(owner.span.Attributes(), otlpKeyAttrs...)
+		key = owner.idempotencyKey()
 	}
 	if key != "" {
 		ev["idempotency_key"] = key

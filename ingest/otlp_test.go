@@ -237,7 +237,15 @@ func TestMapOTLPRole(t *testing.T) {
 		{"root: a GenAI tool span at the root is still the root", true, internal, "execute_tool send", tool(nil), "execution"},
 		{"root: a Vercel tool call at the root is still the root", true, internal, "ai.toolCall", kv{"ai.toolCall.name": "send"}, "execution"},
 		{"root: a model call at the root is still the root", true, client, "chat gpt-4o", kv{"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o"}, "execution"},
-		{"root: an HTTP client span at the root is still the root", true, client, "POST", kv{"http.request.method": "POST"}, "execution"},
+		{"root: a lone HTTP client span at the root is an HTTP call", true, client, "POST", kv{"http.request.method": "POST"}, "http"},
+		{"root: an HTTP client span naming a model at the root is the root", true, client, "POST",
+			kv{"http.request.method": "POST", "gen_ai.request.model": "gpt-4o"}, "execution"},
+		{"root: an HTTP client span naming an agent at the root is the root", true, client, "POST",
+			kv{"http.method": "POST", "gen_ai.agent.name": "billing-agent"}, "execution"},
+		{"root: an HTTP client span that is a tool call by its dialect at the root is the root", true, client, "POST",
+			kv{"http.request.method": "POST", "traceloop.span.kind": "tool"}, "execution"},
+		{"root: an HTTP server span at the root is the root", true, server, "POST /api/chat", kv{"http.request.method": "POST"}, "execution"},
+		{"root: a CLIENT span without a method at the root is the root", true, client, "redis GET", kv{"db.system": "redis"}, "execution"},
 
 		// oncetrace.* attributes: a tool call, whatever else the span says.
 		{"oncetrace: oncetrace.step.id at the root is a tool call", true, server, "POST /run", kv{"oncetrace.step.id": "step-4"}, "attempt"},
@@ -899,8 +907,33 @@ func TestMapOTLPOutcome(t *testing.T) {
 			events: exception("ValueError", "bad address")}, want: trace.OutcomeError, wantError: "ValueError: bad address"},
 		{name: "error.type comes before the exception event's type", span: testSpan{status: ptrace.StatusCodeError,
 			attrs: errType("500"), events: exception("TimeoutError", "x")}, want: trace.OutcomeError, wantError: "500: x"},
-		{name: "only the type decides, not the message", span: testSpan{status: ptrace.StatusCodeError, message: "timeout after 10s"},
-			want: trace.OutcomeError, wantError: "timeout after 10s"},
+		{name: "a type that names nothing leaves it to the message", span: testSpan{status: ptrace.StatusCodeError, message: "boom",
+			attrs: errType("Error")}, want: trace.OutcomeError, wantError: "Error: boom"},
+
+		// Timeouts by the message: frameworks that lose the error's type
+		// keep its message.
+		{name: "a message: timeout after", span: testSpan{status: ptrace.StatusCodeError, message: "timeout after 10s"},
+			want: trace.OutcomeTimeout, wantError: "timeout after 10s"},
+		{name: "a message: TimeoutError, the type of another error", span: testSpan{status: ptrace.StatusCodeError,
+			message: "TimeoutError: The operation was aborted due to timeout", attrs: errType("Error")},
+			want: trace.OutcomeTimeout, wantError: "TimeoutError: The operation was aborted due to timeout"},
+		{name: "a message: AbortError", span: testSpan{status: ptrace.StatusCodeError, message: "AbortError: This operation was aborted"},
+			want: trace.OutcomeTimeout, wantError: "AbortError: This operation was aborted"},
+		{name: "a message: The operation was aborted", span: testSpan{status: ptrace.StatusCodeError,
+			events: exception("Error", "The operation was aborted due to timeout")},
+			want: trace.OutcomeTimeout, wantError: "Error: The operation was aborted due to timeout"},
+		{name: "a message: ETIMEDOUT, in any case", span: testSpan{status: ptrace.StatusCodeError, message: "connect etimedout 10.0.0.7:443"},
+			want: trace.OutcomeTimeout, wantError: "connect etimedout 10.0.0.7:443"},
+		{name: "a message: timed out", span: testSpan{status: ptrace.StatusCodeError, message: "request to mail-api timed out"},
+			want: trace.OutcomeTimeout, wantError: "request to mail-api timed out"},
+		{name: "a message: deadline exceeded", span: testSpan{status: ptrace.StatusCodeError, message: "context deadline exceeded"},
+			want: trace.OutcomeTimeout, wantError: "context deadline exceeded"},
+		{name: "an exception event's message, the span's status saying nothing", span: testSpan{status: ptrace.StatusCodeError,
+			events: exception("", "TimeoutError: timed out")}, want: trace.OutcomeTimeout, wantError: "TimeoutError: timed out"},
+		{name: "a message that only mentions time is an error", span: testSpan{status: ptrace.StatusCodeError, message: "invalid time zone"},
+			want: trace.OutcomeError, wantError: "invalid time zone"},
+		{name: "a message without an error status is no outcome", span: testSpan{message: "timed out",
+			events: exception("TimeoutError", "timed out")}, want: trace.OutcomeOK},
 		{name: "ERROR with neither", span: testSpan{status: ptrace.StatusCodeError}, want: trace.OutcomeError},
 
 		// oncetrace.* say it themselves.
@@ -1199,6 +1232,32 @@ func TestMapOTLPHTTPSpan(t *testing.T) {
 				t.Errorf("span:\n got %+v\nwant %+v", *s, want)
 			}
 		})
+	}
+}
+
+// TestMapOTLPLoneHTTPRoot: an HTTP client span that starts a trace of its
+// own (a fetch made outside any span, as LangGraph's and Mastra's
+// exporters leave theirs) is an HTTP call without a parent, not an
+// execution named POST; its execution is its trace's, or the one it names.
+func TestMapOTLPLoneHTTPRoot(t *testing.T) {
+	post := testSpan{id: 1, name: "POST", kind: ptrace.SpanKindClient, start: 5, end: 1005, status: ptrace.StatusCodeError,
+		message: "The operation was aborted due to timeout", attrs: kv{"http.request.method": "POST",
+			"url.full": "http://127.0.0.1:8080/sandbox/mail/v1/send", "http.request.header.idempotency-key": []any{"ik_1"}}}
+	events := mapSpans(t, nil, post)
+	if len(events) != 1 {
+		t.Fatalf("events: got %v, want one span event", keysOf(events))
+	}
+	want := trace.Span{ExecutionID: traceHex(1), TraceID: traceHex(1), SpanID: spanHex(1), Role: trace.RoleHTTP, Name: "POST",
+		StartedAt: ms(5), EndedAt: ms(1005), Error: "The operation was aborted due to timeout", HTTPMethod: "POST",
+		HTTPURL: "http://127.0.0.1:8080/sandbox/mail/v1/send", IdempotencyKey: "ik_1"}
+	if s := spanOf(t, events, 1); fmt.Sprintf("%+v", *s) != fmt.Sprintf("%+v", want) {
+		t.Errorf("span:\n got %+v\nwant %+v", *s, want)
+	}
+
+	named := post
+	named.attrs = with(post.attrs, kv{"oncetrace.execution.id": "exec_1"})
+	if s := spanOf(t, mapSpans(t, nil, named), 1); s.ExecutionID != "exec_1" || s.Role != trace.RoleHTTP {
+		t.Errorf("with oncetrace.execution.id: got %s in %q, want an HTTP call of exec_1", s.Role, s.ExecutionID)
 	}
 }
 

@@ -381,11 +381,11 @@ func attributeTooLarge(key string, n int64, lim Limits) string {
 // CheckOTLPLimits refuses an export request over lim: 413 for more spans
 // than lim.Spans, 400 naming the span for a span over a per-span limit.
 // Protobuf requests were checked before decoding; this checks JSON ones,
-// and both, with the same words.
+// and both, with the same words. The first problem in the request's order
+// is the one named, as the walk over a protobuf request finds it: a span
+// over a limit before the one span too many is refused with 400.
 func CheckOTLPLimits(td ptrace.Traces, lim Limits) error {
-	if lim.Spans > 0 && td.SpanCount() > lim.Spans {
-		return tooManySpans(lim)
-	}
+	spans := 0
 	for _, rs := range td.ResourceSpans().All() {
 		if p := attributesProblem(rs.Resource().Attributes(), lim); p != "" {
 			return requestError(http.StatusBadRequest, "resource: %s", p)
@@ -395,6 +395,9 @@ func CheckOTLPLimits(td ptrace.Traces, lim Limits) error {
 				return requestError(http.StatusBadRequest, "scope: %s", p)
 			}
 			for _, sp := range ss.Spans().All() {
+				if spans++; lim.Spans > 0 && spans > lim.Spans {
+					return tooManySpans(lim)
+				}
 				if problem := spanProblem(sp, lim); problem != "" {
 					return spanLimit(hexID(sp.SpanID()), sp.Name(), problem)
 				}

@@ -104,6 +104,18 @@ func TestOTLPLimits(t *testing.T) {
 			sp.Attributes().PutStr("a0", strings.Repeat("x", 64))
 		}), 0, ""},
 		{"too many spans", otlpRequest(5, nil), 413, "spans: more than the limit of 4 spans in one request"},
+		// The first problem in the request's order is named, as the walk
+		// over the protobuf meets it (a recorded LangGraph run's export).
+		{"a span over a limit before the one span too many", otlpRequest(6, func(i int, sp ptrace.Span) {
+			if i == 1 {
+				sp.Attributes().PutStr("exception.stacktrace", strings.Repeat("x", 65))
+			}
+		}), 400, `span 0000000000000002 ("span-1"): attribute "exception.stacktrace": 65 bytes, more than the limit of 64`},
+		{"the one span too many before a span over a limit", otlpRequest(6, func(i int, sp ptrace.Span) {
+			if i == 5 {
+				sp.Attributes().PutStr("exception.stacktrace", strings.Repeat("x", 65))
+			}
+		}), 413, "spans: more than the limit of 4 spans in one request"},
 		{"too many attributes", otlpRequest(2, func(i int, sp ptrace.Span) { attrs(sp.Attributes(), 3+i) }),
 			400, `span 0000000000000002 ("span-1"): more than the limit of 3 attributes`},
 		{"too many events", otlpRequest(1, func(_ int, sp ptrace.Span) {

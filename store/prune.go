@@ -46,6 +46,9 @@ type PruneOptions struct {
 	// provides it). Nil leaves them queued in prune_pending for a later
 	// prune that has one.
 	Reaudit func(tx *Tx, executionIDs []string) error
+	// RepeatWindow is the analysis's (trace.Config) for the orphans a key
+	// re-check judges again; zero is the default.
+	RepeatWindow time.Duration
 	// VacuumConvertMax: a database that predates incremental vacuum and
 	// is at most this many bytes is rewritten once with VACUUM (holding
 	// the writer throughout) so that its freed pages can be returned; a
@@ -448,7 +451,7 @@ func (p *pruner) reaudit(ctx context.Context) error {
 				var queue []string
 				switch kind {
 				case "key":
-					touched, err := t.RecheckOrphans(nil, values, nil)
+					touched, err := t.RecheckOrphans(nil, values, nil, p.opts.RepeatWindow)
 					if err != nil {
 						return 0, 0, err
 					}

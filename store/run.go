@@ -56,18 +56,25 @@ func scanAttempts(rows *sql.Rows) ([]trace.Attempt, error) {
 	return out, rows.Err()
 }
 
-const effectColumns = `provider, effect_id, idempotency_key, execution_id, step_id, target, at, conflicts, trace_id, span_id,
+// effectColumns are read by scanEffect: the folded fields, then the
+// derived stray-trace join (store/stray.go).
+const effectColumns = effectWriteColumns + `, joined_execution_id, stray`
+
+// effectWriteColumns are the folded fields PutEffect writes.
+const effectWriteColumns = `provider, effect_id, idempotency_key, execution_id, step_id, target, at, conflicts, trace_id, span_id,
 	fingerprint, summary`
 
 func scanEffect(row interface{ Scan(...any) error }, extra ...any) (trace.Effect, error) {
 	var f trace.Effect
 	var at sql.NullInt64
 	var conflictText string
+	var stray int
 	dest := append([]any{&f.Provider, &f.ID, &f.IdempotencyKey, &f.ExecutionID, &f.StepID, &f.Target, &at, &conflictText,
-		&f.TraceID, &f.SpanID, &f.Fingerprint, &f.Summary}, extra...)
+		&f.TraceID, &f.SpanID, &f.Fingerprint, &f.Summary, &f.JoinedExecutionID, &stray}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return f, err
 	}
+	f.StrayTrace = stray != 0
 	f.At, f.Conflicts = fromNanos(at), conflicts(conflictText)
 	return f, nil
 }
@@ -181,8 +188,9 @@ func loadRuns(ctx context.Context, q querier, ids []string, fed map[string]bool)
 	allKeys, allTraces := sortedSet(keySet), sortedSet(traceSet)
 	rows, err = q.QueryContext(ctx, `SELECT `+effectColumns+` FROM effects WHERE execution_id IN `+inList+`
 		UNION SELECT `+effectColumns+` FROM effects WHERE idempotency_key IN `+inList+`
-		UNION SELECT `+effectColumns+` FROM effects WHERE trace_id IN `+inList+` ORDER BY at NULLS FIRST, provider, effect_id`,
-		jsonList(found), jsonList(allKeys), jsonList(allTraces))
+		UNION SELECT `+effectColumns+` FROM effects WHERE trace_id IN `+inList+`
+		UNION SELECT `+effectColumns+` FROM effects WHERE joined_execution_id IN `+inList+` ORDER BY at NULLS FIRST, provider, effect_id`,
+		jsonList(found), jsonList(allKeys), jsonList(allTraces), jsonList(found))
 	if err != nil {
 		return nil, fmt.Errorf("store: load effects: %w", err)
 	}
@@ -220,7 +228,11 @@ func loadRuns(ctx context.Context, q querier, ids []string, fed map[string]bool)
 		run.Spans = spans[id]
 		ownKeys, ownTraces := setOf(keys[id]), setOf(traces[id])
 		for _, f := range effects {
-			if f.ExecutionID == id || f.IdempotencyKey != "" && ownKeys[f.IdempotencyKey] || ownTraces[f.TraceID] {
+			if f.ExecutionID == id || f.IdempotencyKey != "" && ownKeys[f.IdempotencyKey] || ownTraces[f.TraceID] && !f.StrayTrace ||
+				f.JoinedExecutionID == id {
+				if f.JoinedExecutionID == id {
+					_, f.Inferred, _ = trace.InferAttempt(f, run)
+				}
 				run.Effects = append(run.Effects, f)
 			}
 		}

@@ -534,7 +534,7 @@ func (t *Tx) ExecutionsOfTraces(traces []string) ([]string, error) {
 func (t *Tx) PutEffect(f trace.Effect) error {
 	// sort_at is at for the outbox's order (0 when unknown, never NULL);
 	// a new row is an orphan, state_rank's default, until a recheck says.
-	err := t.exec(`INSERT INTO effects (`+effectColumns+`, sort_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	err := t.exec(`INSERT INTO effects (`+effectWriteColumns+`, sort_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (provider, effect_id) DO UPDATE SET idempotency_key = excluded.idempotency_key,
 			execution_id = excluded.execution_id, step_id = excluded.step_id, target = excluded.target,
 			at = excluded.at, sort_at = excluded.sort_at, conflicts = excluded.conflicts, trace_id = excluded.trace_id, span_id = excluded.span_id,
@@ -636,7 +636,7 @@ type StepRef struct{ ExecutionID, StepID string }
 // the executions those findings name, which must be re-counted. It reads
 // with three queries and writes with a few statements whatever the number
 // of effects, plus one insert per orphan.
-func (t *Tx) RecheckOrphans(effects []trace.EffectRef, keys []string, steps []StepRef) ([]string, error) {
+func (t *Tx) RecheckOrphans(effects []trace.EffectRef, keys []string, steps []StepRef, repeatWindow time.Duration) ([]string, error) {
 	stepPairs := make([][2]string, 0, len(steps))
 	for _, s := range steps {
 		stepPairs = append(stepPairs, [2]string{s.ExecutionID, s.StepID})
@@ -660,6 +660,37 @@ func (t *Tx) RecheckOrphans(effects []trace.EffectRef, keys []string, steps []St
 	}
 	if len(candidates) == 0 {
 		return nil, nil
+	}
+	// The effects identical to a candidate (one provider, one
+	// fingerprint) are judged again with it: whether one repeats another
+	// (repeated_effect) depends on all of them.
+	var identical [][2]string
+	for _, f := range candidates {
+		if f.Fingerprint != "" {
+			identical = append(identical, [2]string{f.Provider, f.Fingerprint})
+		}
+	}
+	if len(identical) > 0 {
+		rows, err := t.QueryContext(t.ctx, `SELECT `+effectColumns+` FROM effects
+			WHERE fingerprint != '' AND (provider, fingerprint) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`,
+			jsonPairs(identical))
+		if err != nil {
+			return nil, fmt.Errorf("store: identical effects: %w", err)
+		}
+		more, err := scanEffects(rows)
+		if err != nil {
+			return nil, fmt.Errorf("store: identical effects: %w", err)
+		}
+		have := map[trace.EffectRef]bool{}
+		for _, f := range candidates {
+			have[f.Ref()] = true
+		}
+		for _, f := range more {
+			if !have[f.Ref()] {
+				have[f.Ref()] = true
+				candidates = append(candidates, f)
+			}
+		}
 	}
 	// The attempts that could match them: by the key they carry, or by
 	// the step they name.
@@ -694,6 +725,7 @@ func (t *Tx) RecheckOrphans(effects []trace.EffectRef, keys []string, steps []St
 		return nil, fmt.Errorf("store: recheck orphans: %w", err)
 	}
 	var orphans, matched [][2]string
+	var orphanEffects []trace.Effect
 	touched := map[string]bool{}
 	for _, f := range candidates {
 		ref := [2]string{f.Provider, f.ID}
@@ -707,12 +739,18 @@ func (t *Tx) RecheckOrphans(effects []trace.EffectRef, keys []string, steps []St
 			matched = append(matched, ref)
 		default:
 			orphans = append(orphans, ref)
+			orphanEffects = append(orphanEffects, f)
 			if err := t.insertFinding("effect", trace.OrphanFinding(f)); err != nil {
 				return nil, err
 			}
 		}
 		if f.ExecutionID != "" {
 			touched[f.ExecutionID] = true
+		}
+	}
+	for _, f := range trace.RepeatedOrphans(orphanEffects, trace.Config{RepeatWindow: repeatWindow}) {
+		if err := t.insertFinding("effect", f); err != nil {
+			return nil, err
 		}
 	}
 	// A matched effect may be a duplicate; the run analysis that follows

@@ -72,7 +72,7 @@ func AnalyseRun(r Run, cfg Config) RunAnalysis {
 	return RunAnalysis{
 		Findings: findings,
 		Verdict:  judge(r, findings, stepEffects, unattributed),
-		States:   effectStates(stepEffects, unattributed),
+		States:   withOutboxDuplicates(effectStates(stepEffects, unattributed), identicalGroups(r, stepOfEffects(stepEffects))),
 		Counts:   r.Counts(),
 	}
 }

@@ -71,10 +71,13 @@ type Config struct {
 	GapThreshold time.Duration
 	// KeyRetention is how long a receiving API is assumed to keep keys.
 	KeyRetention time.Duration
+	// RepeatWindow is how close in time two identical effects with no run
+	// id must be for repeated_effect (RepeatedOrphans).
+	RepeatWindow time.Duration
 }
 
 // DefaultConfig is the analysis configuration when nothing is set.
-var DefaultConfig = Config{GapThreshold: 5 * time.Second, KeyRetention: 24 * time.Hour}
+var DefaultConfig = Config{GapThreshold: 5 * time.Second, KeyRetention: 24 * time.Hour, RepeatWindow: 10 * time.Minute}
 
 // Run is everything the audit needs to judge one execution.
 type Run struct {

@@ -7,22 +7,13 @@ type Counts struct {
 	Retries  int `json:"retries"` // executed attempts beyond the first of each step (replays are not retries)
 	Dedupes  int `json:"dedupes"` // attempts the receiving API answered from its key store
 	Replays  int `json:"replays"` // attempts answered from the journal
-	Effects  int `json:"effects"` // distinct effects in r.Effects
+	Effects  int `json:"effects"` // distinct effects of r.OwnEffects
 }
 
 // Counts tallies the run's steps, attempts, retries, dedupes, replays and
 // effects.
 func (r Run) Counts() Counts {
-	return r.countsWith(distinctEffects(r.Effects))
-}
-
-// distinctEffects counts effects by (provider, id).
-func distinctEffects(es []Effect) int {
-	seen := make(map[EffectRef]bool, len(es))
-	for _, e := range es {
-		seen[e.Ref()] = true
-	}
-	return len(seen)
+	return r.countsWith(len(r.OwnEffects()))
 }
 
 // countsWith is Counts given the number of distinct effects.

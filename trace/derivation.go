@@ -14,4 +14,8 @@ package trace
 //	2: a replay answered from the journal is not a retry (fc66ffe).
 //	3: an orphan is decided by AttemptIndex, which matches a key only at
 //	   the provider it was sent to, as the rest of the audit does.
-const DerivationVersion = 3
+//	4: evidence from the outbox (identical effects of one run are a
+//	   duplicate, repeated_effect), key_collision within one provider, an
+//	   execution's own effects only, and stray traces' effects joined to
+//	   the attempt in flight (issue 21).
+const DerivationVersion = 4

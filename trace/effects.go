@@ -138,7 +138,7 @@ func (ix effectIndex) unattributed() []Effect {
 	var out []Effect
 	seen := map[EffectRef]bool{}
 	for _, e := range r.Effects {
-		if e.TraceID == "" || seen[e.Ref()] {
+		if !fromRunTrace(r, e) || seen[e.Ref()] {
 			continue
 		}
 		if _, ok := ix.step(e); !ok {
@@ -148,6 +148,12 @@ func (ix effectIndex) unattributed() []Effect {
 	}
 	sortEffects(out)
 	return out
+}
+
+// fromRunTrace reports whether e came from a trace of r: it carries a
+// trace context that is not a stray trace's, or it joined r from one.
+func fromRunTrace(r Run, e Effect) bool {
+	return e.TraceID != "" && (!e.StrayTrace || e.JoinedExecutionID == r.Execution.ID)
 }
 
 // effectIndex finds the step an effect of one run belongs to.
@@ -176,6 +182,11 @@ func newEffectIndex(r Run) effectIndex {
 
 // step is the id of the step e belongs to, if any.
 func (ix effectIndex) step(e Effect) (string, bool) {
+	if e.JoinedExecutionID != "" && e.JoinedExecutionID == ix.run.Execution.ID {
+		if a, _, ok := InferAttempt(e, ix.run); ok {
+			return a.StepID, true
+		}
+	}
 	if e.SpanID != "" {
 		if a, ok := ix.spans.toolAttempt(e.SpanID); ok {
 			return a.StepID, true
@@ -214,7 +225,8 @@ func (ix effectIndex) keyedOrNamedStep(e Effect) (string, bool) {
 // world can tell whether they are orphans.
 func EffectStates(r Run) map[EffectRef]MatchState {
 	ix := newEffectIndex(r)
-	return effectStates(ix.stepEffects(), ix.unattributed())
+	stepEffects := ix.stepEffects()
+	return withOutboxDuplicates(effectStates(stepEffects, ix.unattributed()), identicalGroups(r, stepOfEffects(stepEffects)))
 }
 
 func effectStates(stepEffects map[string][]Effect, unattributed []Effect) map[EffectRef]MatchState {

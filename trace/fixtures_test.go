@@ -114,9 +114,17 @@ func loadedRun(w World, id string) Run {
 		}
 		r.Steps = append(r.Steps, s)
 	}
+	// The store keeps the execution a stray trace's effect joined as a
+	// derived column and loads the effect with that execution.
+	runs, stray := w.runs()
+	joined := joinedEffects(runs)
 	for _, e := range w.Effects {
 		r.FedProviders[e.Provider] = true
-		if e.ExecutionID == id || keys[e.IdempotencyKey] {
+		e.JoinedExecutionID, e.StrayTrace = joined[e.Ref()], stray[e.TraceID]
+		if e.JoinedExecutionID != "" {
+			_, e.Inferred, _ = InferAttempt(e, r)
+		}
+		if e.ExecutionID == id || keys[e.IdempotencyKey] || e.JoinedExecutionID == id {
 			r.Effects = append(r.Effects, e)
 		}
 	}
@@ -158,4 +166,24 @@ func designExample() Run {
 			ExecutionID: "exec_01H8", StepID: "step-4", Target: "jordan@acme.dev", At: at(11.35)}},
 		FedProviders: map[string]bool{"mail-api": true},
 	}
+}
+
+func span(traceID, spanID string) attemptOpt {
+	return func(a *Attempt) { a.TraceID, a.SpanID = traceID, spanID }
+}
+
+// httpSpan is an HTTP client span of exec_1 under parent.
+func httpSpan(traceID, spanID, parent string) Span {
+	return Span{ExecutionID: "exec_1", TraceID: traceID, SpanID: spanID, ParentSpanID: parent, Role: RoleHTTP, Name: "POST"}
+}
+
+// traced is a mail-api effect at sec whose request came from span spanID
+// of trace traceID.
+func traced(id, key, traceID, spanID string, sec float64) Effect {
+	return Effect{Provider: "mail-api", ID: id, IdempotencyKey: key, TraceID: traceID, SpanID: spanID, At: at(sec)}
+}
+
+func fingerprinted(e Effect, fingerprint string) Effect {
+	e.Fingerprint = fingerprint
+	return e
 }

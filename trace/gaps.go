@@ -47,6 +47,9 @@ func (c Config) withDefaults() Config {
 	if c.GapThreshold <= 0 {
 		c.GapThreshold = DefaultConfig.GapThreshold
 	}
+	if c.RepeatWindow <= 0 {
+		c.RepeatWindow = DefaultConfig.RepeatWindow
+	}
 	if c.KeyRetention <= 0 {
 		c.KeyRetention = DefaultConfig.KeyRetention
 	}

@@ -488,20 +488,32 @@ func (ra *RunAuditor) result(r Run, unattributed []Effect) RunAnalysis {
 	for _, kfs := range ra.keyFindings {
 		fs = append(fs, kfs...)
 	}
-	for _, e := range unattributed {
-		fs = append(fs, unattributedFinding(r.Execution.ID, e))
-	}
+	fs = append(fs, unattributedFindings(r, unattributed)...)
 	// Every finding has its own place in this order (one a step and rule,
 	// a key and rule, or an effect), so it does not depend on the order
 	// they were gathered in.
+	// Identical effects are judged afresh each time: a group is as cheap
+	// to find as the run's effects are to list.
+	groups := identicalGroups(r, ra.effectStep)
+	fs = append(fs, outboxFindings(r, groups)...)
 	SortFindings(fs)
 	ra.unattributed = unattributed
 	return RunAnalysis{
 		Findings: fs,
 		Verdict:  judge(r, fs, ra.stepEffects, unattributed),
-		States:   ra.states,
-		Counts:   ra.counts.plus(Counts{Effects: len(ra.effectSlots)}),
+		States:   withOutboxDuplicates(ra.states, groups),
+		Counts:   ra.counts.plus(Counts{Effects: ownEffectCount(r, len(ra.effectSlots))}),
 	}
+}
+
+// ownEffectCount is len(r.OwnEffects()) given the number of distinct refs
+// in r.Effects: without peers no effect is a peer's, and the list need not
+// be built.
+func ownEffectCount(r Run, distinct int) int {
+	if len(r.Peers) == 0 {
+		return distinct
+	}
+	return len(r.OwnEffects())
 }
 
 // listState is the state of each effect of one step's list (effectStates).
@@ -517,7 +529,7 @@ func unattributedOf(r Run, effectStep map[EffectRef]string) []Effect {
 	var out []Effect
 	seen := map[EffectRef]bool{}
 	for _, e := range r.Effects {
-		if e.TraceID == "" || seen[e.Ref()] {
+		if !fromRunTrace(r, e) || seen[e.Ref()] {
 			continue
 		}
 		if _, ok := effectStep[e.Ref()]; !ok {
@@ -555,7 +567,8 @@ func sameAttempt(a, b Attempt) bool {
 func sameEffect(a, b Effect) bool {
 	return a.Provider == b.Provider && a.ID == b.ID && a.IdempotencyKey == b.IdempotencyKey && a.ExecutionID == b.ExecutionID &&
 		a.StepID == b.StepID && a.Target == b.Target && a.At == b.At && a.TraceID == b.TraceID && a.SpanID == b.SpanID &&
-		a.Fingerprint == b.Fingerprint && a.Summary == b.Summary && slices.Equal(a.Conflicts, b.Conflicts)
+		a.Fingerprint == b.Fingerprint && a.Summary == b.Summary && a.JoinedExecutionID == b.JoinedExecutionID &&
+		slices.Equal(a.Conflicts, b.Conflicts)
 }
 
 // sameSlice reports whether a and b are one slice (see RunAuditor).

@@ -28,7 +28,9 @@ func IndexAttempts(attempts []Attempt) AttemptIndex {
 // seen), or an indexed attempt matches it (EffectMatchesAttempt). An
 // effect nobody claims is an orphan (OrphanFinding).
 func (idx AttemptIndex) Claims(e Effect) bool {
-	if e.TraceID != "" {
+	// A stray trace's context claims nothing: its effect belongs to the
+	// execution it joined, if any (InferAttempt).
+	if e.TraceID != "" && (!e.StrayTrace || e.JoinedExecutionID != "") {
 		return true
 	}
 	// sentKey's rule: the same key, at the same provider when both name one.

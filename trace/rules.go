@@ -27,16 +27,33 @@ func auditRun(r Run, cfg Config, stepEffects map[string][]Effect, unattributed [
 		fs = append(fs, au.stepFindings(s)...)
 	}
 	fs = append(fs, au.keyCollisions(nil)...)
-	for _, e := range unattributed {
-		fs = append(fs, unattributedFinding(r.Execution.ID, e))
-	}
+	fs = append(fs, unattributedFindings(r, unattributed)...)
 	fs = append(fs, au.keysSharedAcrossExecutions(nil)...)
+	fs = append(fs, outboxFindings(r, identicalGroups(r, stepOfEffects(stepEffects)))...)
 	SortFindings(fs)
 	return fs
 }
 
 func newAuditor(r Run, cfg Config, stepEffects map[string][]Effect) auditor {
-	return auditor{run: r, cfg: cfg.withDefaults(), effects: stepEffects, peers: peersByKey(r.Peers), byKey: effectsByKey(r.Effects)}
+	return auditor{run: r, cfg: cfg.withDefaults(), effects: stepEffects, peers: peersByKey(r.Peers), byKey: effectsByKey(r.Effects),
+		spanAttempt: spanAttempts(r)}
+}
+
+// spanAttempts finds the tool attempt a span belongs to (spanTree's
+// toolAttempt), building the tree when first asked: only an effect
+// carrying a key needs it.
+func spanAttempts(r Run) func(spanID string) (Attempt, bool) {
+	var tree *spanTree
+	return func(spanID string) (Attempt, bool) {
+		if spanID == "" {
+			return Attempt{}, false
+		}
+		if tree == nil {
+			t := newSpanTree(r)
+			tree = &t
+		}
+		return tree.toolAttempt(spanID)
+	}
 }
 
 // effectsByKey indexes effects by their key, in their order, when first
@@ -115,19 +132,57 @@ func OrphanFinding(e Effect) Finding {
 	}
 }
 
-// unattributedFinding is the orphan_effect warning for an effect of the
-// run's trace that belongs to no step: the span that made its request is
-// known, but no tool-call span above it ever arrived.
-func unattributedFinding(executionID string, e Effect) Finding {
-	return Finding{
-		Rule:           RuleOrphanEffect,
-		Severity:       Severities[RuleOrphanEffect],
-		ExecutionID:    executionID,
-		Effects:        []EffectRef{e.Ref()},
-		IdempotencyKey: e.IdempotencyKey,
-		Message: fmt.Sprintf("%s %s was sent from span %s of this execution's trace, but no tool call above that span was exported: "+
-			"which step sent it is unknown (an SDK that never exports a failed tool call's span does this)", e.Provider, e.ID, e.SpanID),
+// unattributedFindings are the orphan_effect warnings for the effects of
+// the run's trace that belong to no step. Each names the span its request
+// came from and what is wrong above it: no span up to the root is a tool
+// call oncetrace recognises (a dialect it does not read), or a span on the
+// way up never arrived (an SDK that never exports a failed tool call's
+// span does this).
+func unattributedFindings(r Run, unattributed []Effect) []Finding {
+	if len(unattributed) == 0 {
+		return nil
 	}
+	byID := make(map[string]Span, len(r.Spans))
+	for _, sp := range r.Spans {
+		byID[sp.SpanID] = sp
+	}
+	fs := make([]Finding, 0, len(unattributed))
+	for _, e := range unattributed {
+		from := "span " + e.SpanID
+		if sp, ok := byID[e.SpanID]; ok && sp.Name != "" {
+			from = fmt.Sprintf("span %s (%q)", e.SpanID, sp.Name)
+		}
+		why := "no span above it is a tool call oncetrace recognises, so which step sent it is unknown " +
+			"(a framework whose span dialect is not mapped: docs/otlp.md, serve --span-map)"
+		// The walk up ends at the root, which is the execution and no span
+		// of the run. A missing span right above an HTTP call (or the
+		// effect's own span missing) is a tool call that never arrived; one
+		// above a context span is taken for that root.
+		below := RoleHTTP
+		for cur, depth := e.SpanID, 0; cur != "" && depth < maxSpanDepth; depth++ {
+			sp, ok := byID[cur]
+			if !ok {
+				if cur == e.SpanID {
+					why = "that span never arrived, so which step sent it is unknown " +
+						"(an SDK that never exports a failed tool call's span does this)"
+				} else if below == RoleHTTP {
+					why = fmt.Sprintf("the span above it, %s, never arrived, so which step sent it is unknown "+
+						"(an SDK that never exports a failed tool call's span does this)", cur)
+				}
+				break
+			}
+			below, cur = sp.Role, sp.ParentSpanID
+		}
+		fs = append(fs, Finding{
+			Rule:           RuleOrphanEffect,
+			Severity:       Severities[RuleOrphanEffect],
+			ExecutionID:    r.Execution.ID,
+			Effects:        []EffectRef{e.Ref()},
+			IdempotencyKey: e.IdempotencyKey,
+			Message:        fmt.Sprintf("%s %s was sent from %s of this execution's trace, but %s", e.Provider, e.ID, from, why),
+		})
+	}
+	return fs
 }
 
 // CriticalCount counts the critical findings; an execution is clean when
@@ -185,6 +240,8 @@ type auditor struct {
 	gaps    []Gap
 	peers   peerIndex
 	byKey   func(string) []Effect // the run's effects with a key, in the run's order
+	// spanAttempt is the tool attempt a span of the run's traces belongs to.
+	spanAttempt func(spanID string) (Attempt, bool)
 }
 
 func (au auditor) finding(rule Rule, s Step) Finding {
@@ -299,9 +356,10 @@ func (au auditor) unkeyedRetry(s Step) (Finding, bool) {
 	if len(tries) < 2 {
 		return Finding{}, false
 	}
+	received := au.receivedKeys(s)
 	var unkeyed []int
 	for _, a := range tries {
-		if a.IdempotencyKey == "" {
+		if a.IdempotencyKey == "" && received[a.Number] == "" {
 			unkeyed = append(unkeyed, a.Number)
 		}
 	}
@@ -316,18 +374,60 @@ func (au auditor) unkeyedRetry(s Step) (Finding, bool) {
 	return f, true
 }
 
+// receivedKeys are the keys the provider received from the step's
+// attempts, by attempt number: an effect's key, for the attempt its
+// request's span belongs to (an HTTP instrumentation does not record the
+// headers of a request that failed, but the feed saw them).
+func (au auditor) receivedKeys(s Step) map[int]string {
+	var out map[int]string
+	for _, e := range au.effects[s.ID] {
+		if e.IdempotencyKey == "" {
+			continue
+		}
+		if a, ok := au.spanAttempt(e.SpanID); ok && a.StepID == s.ID {
+			if out == nil {
+				out = map[int]string{}
+			}
+			out[a.Number] = e.IdempotencyKey
+		}
+	}
+	return out
+}
+
+// unstableKey reports a step whose attempts sent different keys: as their
+// spans say, and as the feeds recorded them on the requests the provider
+// received (an effect's key, joined to its attempt through trace context),
+// since an HTTP instrumentation does not record the headers of a request
+// that failed.
 func (au auditor) unstableKey(s Step) (Finding, bool) {
 	var keys []string
 	byKey := map[string][]int{}
-	for _, a := range s.Attempts {
-		k := a.IdempotencyKey
-		if k == "" {
-			continue
-		}
+	fromOutbox := map[string]bool{}
+	add := func(k string, number int) {
 		if _, ok := byKey[k]; !ok {
 			keys = append(keys, k)
 		}
-		byKey[k] = append(byKey[k], a.Number)
+		if number > 0 && !slices.Contains(byKey[k], number) {
+			byKey[k] = append(byKey[k], number)
+		}
+	}
+	for _, a := range s.Attempts {
+		if a.IdempotencyKey != "" {
+			add(a.IdempotencyKey, a.Number)
+		}
+	}
+	for _, e := range au.effects[s.ID] {
+		if e.IdempotencyKey == "" {
+			continue
+		}
+		if _, sent := byKey[e.IdempotencyKey]; !sent {
+			fromOutbox[e.IdempotencyKey] = true
+		}
+		n := 0
+		if a, ok := au.spanAttempt(e.SpanID); ok && a.StepID == s.ID {
+			n = a.Number
+		}
+		add(e.IdempotencyKey, n)
 	}
 	if len(keys) < 2 {
 		return Finding{}, false
@@ -335,7 +435,16 @@ func (au auditor) unstableKey(s Step) (Finding, bool) {
 	var parts []string
 	var carriers []int
 	for _, k := range keys {
-		parts = append(parts, fmt.Sprintf("%s (%s)", k, attemptsPhrase(byKey[k])))
+		part := k
+		switch {
+		case len(byKey[k]) > 0 && fromOutbox[k]:
+			part += fmt.Sprintf(" (%s, as the provider received it)", attemptsPhrase(byKey[k]))
+		case len(byKey[k]) > 0:
+			part += fmt.Sprintf(" (%s)", attemptsPhrase(byKey[k]))
+		default:
+			part += " (as the provider received it)"
+		}
+		parts = append(parts, part)
 		carriers = append(carriers, byKey[k]...)
 	}
 	f := au.finding(RuleUnstableKey, s)
@@ -392,19 +501,22 @@ func (au auditor) unsafeRetried(s Step) (Finding, bool) {
 	return f, true
 }
 
+// keyCarrier is one attempt that sent a key, as key_collision compares it.
+type keyCarrier struct {
+	label    string // the step, as a message names it
+	stepID   string
+	own      bool // an attempt of this run rather than a peer
+	number   int
+	args     json.RawMessage
+	provider string
+}
+
 // keyCollisions reports each key of the run that was sent, here or by a
 // peer execution, by different steps or with different arguments: a key
 // derived from the intent cannot do either.
 func (au auditor) keyCollisions(only map[string]bool) []Finding {
-	type carrier struct {
-		label  string // the step, as a message names it
-		stepID string
-		own    bool // an attempt of this run rather than a peer
-		number int
-		args   json.RawMessage
-	}
 	var keys []string
-	byKey := map[string][]carrier{}
+	byKey := map[string][]keyCarrier{}
 	for _, s := range au.run.Steps {
 		label := ""
 		for _, a := range s.Attempts {
@@ -418,7 +530,7 @@ func (au auditor) keyCollisions(only map[string]bool) []Finding {
 			if label == "" {
 				label = stepLabel(s)
 			}
-			byKey[k] = append(byKey[k], carrier{label, s.ID, true, a.Number, a.Args})
+			byKey[k] = append(byKey[k], keyCarrier{label, s.ID, true, a.Number, a.Args, a.Provider})
 		}
 	}
 	for _, p := range au.sortedPeers() {
@@ -430,60 +542,102 @@ func (au auditor) keyCollisions(only map[string]bool) []Finding {
 		if p.Tool != "" {
 			label += " (" + p.Tool + ")"
 		}
-		byKey[k] = append(byKey[k], carrier{label, p.StepID, false, p.Number, p.Args})
+		byKey[k] = append(byKey[k], keyCarrier{label, p.StepID, false, p.Number, p.Args, p.Provider})
 	}
 
-	var fs []Finding
-	for _, k := range keys {
-		cs := byKey[k]
-		stepsDiffer, argsDiffer := false, false
-		var args json.RawMessage
-		var labels []string
+	// A receiving API keeps its own keys (sentKey): the carriers of one key
+	// are compared within each provider they name, a carrier naming none
+	// with every provider.
+	atProvider := func(cs []keyCarrier) [][]keyCarrier {
+		var providers []string
 		for _, c := range cs {
-			if c.stepID != cs[0].stepID {
-				stepsDiffer = true
+			if c.provider != "" && !slices.Contains(providers, c.provider) {
+				providers = append(providers, c.provider)
 			}
-			// Empty args say nothing about the intent, so they conflict with nothing.
-			if len(c.args) > 0 {
-				if args == nil {
-					args = c.args
-				} else if !bytes.Equal(args, c.args) {
-					argsDiffer = true
+		}
+		if len(providers) < 2 {
+			return [][]keyCarrier{cs}
+		}
+		slices.Sort(providers)
+		out := make([][]keyCarrier, 0, len(providers))
+		for _, p := range providers {
+			var group []keyCarrier
+			for _, c := range cs {
+				if sameProvider(c.provider, p) {
+					group = append(group, c)
 				}
 			}
-			if !slices.Contains(labels, c.label) {
-				labels = append(labels, c.label)
+			out = append(out, group)
+		}
+		return out
+	}
+	var fs []Finding
+	for _, k := range keys {
+		for _, cs := range atProvider(byKey[k]) {
+			if f, ok := keyCollision(au.run.Execution.ID, k, cs); ok {
+				fs = append(fs, f)
+				break // one finding a key
 			}
 		}
-		if !stepsDiffer && !argsDiffer {
-			continue
-		}
-		var reasons []string
-		if stepsDiffer {
-			reasons = append(reasons, "different step ids")
-		}
-		if argsDiffer {
-			reasons = append(reasons, "different args")
-		}
-		var attempts []int
-		for _, c := range cs {
-			if c.own && c.stepID == cs[0].stepID {
-				attempts = append(attempts, c.number)
-			}
-		}
-		f := Finding{
-			Rule:           RuleKeyCollision,
-			Severity:       Severities[RuleKeyCollision],
-			ExecutionID:    au.run.Execution.ID,
-			StepID:         cs[0].stepID,
-			Attempts:       sortedInts(attempts),
-			IdempotencyKey: k,
-			Message: fmt.Sprintf("idempotency key %s was sent by %s with %s — one key must name one intent",
-				k, joinAnd(labels), joinAnd(reasons)),
-		}
-		fs = append(fs, f)
 	}
 	return fs
+}
+
+// keyCollision judges the carriers of key k at one provider.
+func keyCollision(executionID, k string, cs []keyCarrier) (Finding, bool) {
+	stepsDiffer, argsDiffer := false, false
+	var args json.RawMessage
+	var labels []string
+	stepID := ""
+	for _, c := range cs {
+		// A step known only from a span without arguments (ADK exports a
+		// failed tool call so) has no identity of its own to differ by.
+		if len(c.args) > 0 || !DerivedStepID(c.stepID) {
+			if stepID == "" {
+				stepID = c.stepID
+			} else if c.stepID != stepID {
+				stepsDiffer = true
+			}
+		}
+		// Empty args say nothing about the intent, so they conflict with nothing.
+		if len(c.args) > 0 {
+			if args == nil {
+				args = c.args
+			} else if !bytes.Equal(args, c.args) {
+				argsDiffer = true
+			}
+		}
+		if !slices.Contains(labels, c.label) {
+			labels = append(labels, c.label)
+		}
+	}
+	if !stepsDiffer && !argsDiffer {
+		return Finding{}, false
+	}
+	var reasons []string
+	if stepsDiffer {
+		reasons = append(reasons, "different step ids")
+	}
+	if argsDiffer {
+		reasons = append(reasons, "different args")
+	}
+	var attempts []int
+	for _, c := range cs {
+		if c.own && c.stepID == cs[0].stepID {
+			attempts = append(attempts, c.number)
+		}
+	}
+	f := Finding{
+		Rule:           RuleKeyCollision,
+		Severity:       Severities[RuleKeyCollision],
+		ExecutionID:    executionID,
+		StepID:         cs[0].stepID,
+		Attempts:       sortedInts(attempts),
+		IdempotencyKey: k,
+		Message: fmt.Sprintf("idempotency key %s was sent by %s with %s — one key must name one intent",
+			k, joinAnd(labels), joinAnd(reasons)),
+	}
+	return f, true
 }
 
 // sortedPeers are the run's peers by execution, step and number. Peers are a
@@ -659,7 +813,12 @@ func stepKey(s Step) string {
 
 // stepLabel names a step as messages do: "step-4 (send_invoice_email)".
 func stepLabel(s Step) string {
-	if tool := s.ToolName(); tool != "" {
+	tool := s.ToolName()
+	if DerivedStepID(s.ID) && tool != "" {
+		// A derived id is a hash; the finding's step_id still holds it.
+		return tool
+	}
+	if tool != "" {
 		return s.ID + " (" + tool + ")"
 	}
 	return s.ID

@@ -36,6 +36,46 @@ func TestRules(t *testing.T) {
 			step("s2", "send", EffectWrite, try(1, 2, 3, OutcomeOK, key("ik_2")))).
 			with(effect("m1", "ik_1", "s1", 0.5), effect("m2", "ik_2", "s2", 2.5)),
 			Config{}, false},
+		{"two identical emails in a run with no step recognised", RuleDuplicateEffect, run().
+			with(fingerprinted(traced("m1", "", "t1", "http1", 0.5), "mail:aa"), fingerprinted(traced("m2", "", "t1", "http2", 2.5), "mail:aa")),
+			Config{}, true},
+		{"two emails with different fingerprints in a run with no step", RuleDuplicateEffect, run().
+			with(fingerprinted(traced("m1", "", "t1", "http1", 0.5), "mail:aa"), fingerprinted(traced("m2", "", "t1", "http2", 2.5), "mail:bb")),
+			Config{}, false},
+		{"identical effects at two providers", RuleDuplicateEffect, run().
+			with(fingerprinted(traced("m1", "", "t1", "http1", 0.5), "mail:aa"), fingerprinted(traced("m2", "", "t1", "http2", 2.5), "mail:aa").atProvider("crm")),
+			Config{}, false},
+		{"identical effects claimed by two different steps", RuleDuplicateEffect, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeOK, key("ik_1"), args(`{"to":"a"}`))),
+			step("s2", "send", EffectWrite, try(1, 2, 3, OutcomeOK, key("ik_2"), args(`{"to":"a","cc":"b"}`)))).
+			with(fingerprinted(effect("m1", "ik_1", "s1", 0.5), "mail:aa"), fingerprinted(effect("m2", "ik_2", "s2", 2.5), "mail:aa")),
+			Config{}, false},
+		{"identical effects in two steps, one known only from a span without arguments", RuleDuplicateEffect, run(
+			step("span-1", "send", EffectUnknown, try(1, 0, 1, OutcomeError)),
+			step("tool-2", "send", EffectUnknown, try(1, 2, 3, OutcomeOK, args(`{"to":"a"}`)))).
+			with(fingerprinted(effect("m1", "", "span-1", 0.5), "mail:aa"), fingerprinted(effect("m2", "", "tool-2", 2.5), "mail:aa")),
+			Config{}, true},
+		{"identical effects, one claimed by a step, one by none", RuleDuplicateEffect, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeOK, key("ik_1")))).
+			with(fingerprinted(effect("m1", "ik_1", "s1", 0.5), "mail:aa"), fingerprinted(traced("m2", "", "t1", "http2", 2.5), "mail:aa")),
+			Config{}, true},
+		{"a peer's identical effect under a shared key", RuleDuplicateEffect, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeOK, key("ik_1"), provider("mail-api")))).
+			withPeers(peer("exec_2", "s1", try(1, 0, 1, OutcomeOK, key("ik_1"), provider("mail-api")))).
+			with(fingerprinted(effect("m1", "ik_1", "s1", 0.5), "mail:aa"), fingerprinted(namedEffect("m2", "ik_1", "exec_2", "s1", 2.5), "mail:aa")),
+			Config{}, false},
+
+		// repeated_effect
+		{"identical effects claimed by two different steps", RuleRepeatedEffect, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeOK, key("ik_1"), args(`{"to":"a"}`))),
+			step("s2", "send", EffectWrite, try(1, 2, 3, OutcomeOK, key("ik_2"), args(`{"to":"a","cc":"b"}`)))).
+			with(fingerprinted(effect("m1", "ik_1", "s1", 0.5), "mail:aa"), fingerprinted(effect("m2", "ik_2", "s2", 2.5), "mail:aa")),
+			Config{}, true},
+		{"two steps, different fingerprints", RuleRepeatedEffect, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeOK, key("ik_1"))),
+			step("s2", "send", EffectWrite, try(1, 2, 3, OutcomeOK, key("ik_2")))).
+			with(fingerprinted(effect("m1", "ik_1", "s1", 0.5), "mail:aa"), fingerprinted(effect("m2", "ik_2", "s2", 2.5), "mail:bb")),
+			Config{}, false},
 		{"the same effect reported twice", RuleDuplicateEffect, run(
 			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeOK, key("ik_1")))).
 			with(effect("m1", "ik_1", "s1", 0.5), effect("m1", "ik_1", "s1", 0.5)),
@@ -114,6 +154,16 @@ func TestRules(t *testing.T) {
 		{"one attempt sent no key", RuleUnstableKey, run(
 			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeTimeout, key("ik_a")), try(2, 2, 3, OutcomeOK))),
 			Config{}, false},
+		{"the provider received two keys for one step (trace context)", RuleUnstableKey, func() Run {
+			r := run(step("s1", "charge", EffectUnknown, try(1, 0, 1, OutcomeTimeout, span("t1", "tool1")), try(2, 2, 3, OutcomeOK, span("t1", "tool2"))))
+			r.Spans = []Span{httpSpan("t1", "http1", "tool1"), httpSpan("t1", "http2", "tool2")}
+			return r.with(traced("ch_1", "ik_random1", "t1", "http1", 0.5), traced("ch_2", "ik_random2", "t1", "http2", 2.5))
+		}(), Config{}, true},
+		{"the provider received one key for both attempts", RuleUnstableKey, func() Run {
+			r := run(step("s1", "charge", EffectUnknown, try(1, 0, 1, OutcomeTimeout, span("t1", "tool1")), try(2, 2, 3, OutcomeOK, span("t1", "tool2"))))
+			r.Spans = []Span{httpSpan("t1", "http1", "tool1"), httpSpan("t1", "http2", "tool2")}
+			return r.with(traced("ch_1", "ik_1", "t1", "http1", 0.5))
+		}(), Config{}, false},
 		{"attempts sent the same key", RuleUnstableKey, run(
 			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeTimeout, key("ik_a")), try(2, 2, 3, OutcomeOK, key("ik_a")))),
 			Config{}, false},
@@ -138,6 +188,23 @@ func TestRules(t *testing.T) {
 		}(), Config{}, false},
 		{"one attempt recorded no args", RuleKeyCollision, run(
 			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeTimeout, key("ik_1"), args(`{"to":"a"}`)), try(2, 2, 3, OutcomeOK, key("ik_1")))),
+			Config{}, false},
+		{"one key at one provider with different args", RuleKeyCollision, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeOK, key("ik_1"), provider("mail-api"), args(`{"to":"a"}`))),
+			step("s2", "charge", EffectWrite, try(1, 2, 3, OutcomeOK, key("ik_1"), provider("mail-api"), args(`{"amount":1}`)))),
+			Config{}, true},
+		{"one key string at two providers with different args", RuleKeyCollision, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeOK, key("ik_1"), provider("mail-api"), args(`{"to":"a"}`))),
+			step("s2", "charge", EffectWrite, try(1, 2, 3, OutcomeOK, key("ik_1"), provider("stripe"), args(`{"amount":1}`)))),
+			Config{}, false},
+		{"one key string at two providers, a third step naming none", RuleKeyCollision, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeOK, key("ik_1"), provider("mail-api"), args(`{"to":"a"}`))),
+			step("s2", "charge", EffectWrite, try(1, 2, 3, OutcomeOK, key("ik_1"), provider("stripe"), args(`{"amount":1}`))),
+			step("s3", "note", EffectWrite, try(1, 4, 5, OutcomeOK, key("ik_1"), args(`{"text":"x"}`)))),
+			Config{}, true},
+		{"a peer sent the key string to another provider", RuleKeyCollision, run(
+			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeOK, key("ik_1"), provider("mail-api")))).
+			withPeers(peer("exec_2", "s7", try(1, 0, 1, OutcomeOK, key("ik_1"), provider("stripe")))),
 			Config{}, false},
 		{"two steps, two keys", RuleKeyCollision, run(
 			step("s1", "send", EffectWrite, try(1, 0, 1, OutcomeOK, key("ik_1"))),
@@ -582,5 +649,63 @@ func TestHumanDuration(t *testing.T) {
 		if got := humanDuration(tt.d); got != tt.want {
 			t.Errorf("humanDuration(%v): got %q, want %q", tt.d, got, tt.want)
 		}
+	}
+}
+
+// TestOwnEffectsOnly: an execution that shares a key with another shows
+// only its own effect, and counts one.
+func TestOwnEffectsOnly(t *testing.T) {
+	w := emailToolWorld(true)
+	for _, r := range w.Runs() {
+		own := r.OwnEffects()
+		if len(own) != 1 || own[0].ExecutionID != r.Execution.ID {
+			t.Errorf("%s own effects: got %+v, want its one delivery", r.Execution.ID, own)
+		}
+		if got := r.Counts().Effects; got != 1 {
+			t.Errorf("%s effects count: got %d, want 1", r.Execution.ID, got)
+		}
+		var ra RunAuditor
+		if got := ra.Analyse(r, Config{}).Counts.Effects; got != 1 {
+			t.Errorf("%s effects count (incremental auditor): got %d, want 1", r.Execution.ID, got)
+		}
+	}
+}
+
+// TestOutboxProvesDuplicate: two identical emails of one run, with no tool
+// span recognised, are a critical duplicate whose message says what
+// proves it, and both effects are duplicates.
+func TestOutboxProvesDuplicate(t *testing.T) {
+	e1 := fingerprinted(traced("m1", "", "t1", "http1", 0.5), "mail:aa")
+	e1.Summary = "email to jordan@acme.dev, subject 'Your June invoice'"
+	e2 := fingerprinted(traced("m2", "", "t1", "http2", 2.5), "mail:aa")
+	e2.Summary = e1.Summary
+	r := run().with(e1, e2)
+	r.Spans = []Span{{ExecutionID: "exec_1", TraceID: "t1", SpanID: "http1", Role: RoleHTTP, Name: "POST"},
+		{ExecutionID: "exec_1", TraceID: "t1", SpanID: "http2", Role: RoleHTTP, Name: "POST"}}
+	a := AnalyseRun(r, Config{})
+	if a.Verdict.State != StateCritical {
+		t.Fatalf("verdict: got %s, want critical (findings %v)", a.Verdict.State, findingsOf(a.Findings))
+	}
+	var dup *Finding
+	for i, f := range a.Findings {
+		if f.Rule == RuleDuplicateEffect {
+			dup = &a.Findings[i]
+		}
+	}
+	if dup == nil {
+		t.Fatalf("no duplicate_effect in %v", findingsOf(a.Findings))
+	}
+	want := "2 identical emails (email to jordan@acme.dev, subject 'Your June invoice') at mail-api in this run, not deduplicated by the provider: mail-api m1, mail-api m2 — no tool call of a known dialect tied them to a step; the outbox proves it (same fingerprint)"
+	if dup.Message != want {
+		t.Errorf("message:\ngot  %s\nwant %s", dup.Message, want)
+	}
+	for _, ref := range []EffectRef{e1.Ref(), e2.Ref()} {
+		if a.States[ref] != MatchDuplicate {
+			t.Errorf("state of %v: got %s, want duplicate", ref, a.States[ref])
+		}
+	}
+	var ra RunAuditor
+	if got := ra.Analyse(r, Config{}); !reflect.DeepEqual(got.Findings, a.Findings) || !reflect.DeepEqual(got.States, a.States) {
+		t.Errorf("incremental auditor: got %v %v, want %v %v", findingsOf(got.Findings), got.States, findingsOf(a.Findings), a.States)
 	}
 }

@@ -150,9 +150,18 @@ type Effect struct {
 	// one provider with one fingerprint asked for the same thing twice.
 	// Summary says the same for humans ("email to jordan@acme.dev,
 	// subject 'Your June invoice'").
-	Fingerprint string     `json:"fingerprint,omitempty"`
-	Summary     string     `json:"summary,omitempty"`
-	Conflicts   []Conflict `json:"conflicts,omitempty"`
+	Fingerprint string `json:"fingerprint,omitempty"`
+	Summary     string `json:"summary,omitempty"`
+	// JoinedExecutionID is derived, never sent: the execution an effect of
+	// a stray trace joined, because one of its tool attempts was in flight
+	// with arguments naming the effect's target (InferAttempt); Inferred
+	// says so in words.
+	JoinedExecutionID string `json:"joined_execution_id,omitempty"`
+	Inferred          string `json:"inferred,omitempty"`
+	// StrayTrace is derived: the effect's trace is a stray one
+	// (StrayTraces), whose context claims nothing by itself.
+	StrayTrace bool       `json:"-"`
+	Conflicts  []Conflict `json:"conflicts,omitempty"`
 }
 
 // Conflict records a terminal value that disagreed with the one kept.

@@ -24,6 +24,14 @@ import (
 // as the store loads them too; FedProviders holds every provider with an
 // effect anywhere in the world. Steps repeated in w.Steps are merged.
 func (w World) Runs() []Run {
+	runs, _ := w.runs()
+	return runs
+}
+
+// runs is Runs, with the stray traces (StrayTraces): their spans make no
+// run, and each of their effects joins the one run InferAttempt finds for
+// it, if any (JoinedExecutionID and Inferred set on the run's copy).
+func (w World) runs() ([]Run, map[string]bool) {
 	var runs []Run
 	index := map[string]int{} // execution id -> position in runs
 	for _, e := range w.Executions {
@@ -78,11 +86,42 @@ func (w World) Runs() []Run {
 		}
 	}
 
+	tracedBy := map[string]bool{}
+	for _, r := range runs {
+		for _, s := range r.Steps {
+			for _, a := range s.Attempts {
+				tracedBy[a.TraceID] = true
+			}
+		}
+	}
+	stray := StrayTraces(w.Spans, func(t string) bool { return tracedBy[t] }, func(t string) bool {
+		i, ok := index[t]
+		return ok && !runs[i].Execution.Placeholder()
+	})
+	if len(stray) > 0 {
+		// A stray trace's placeholder (an execution row made for it before
+		// its spans said it is none) is no run.
+		kept := runs[:0]
+		for _, r := range runs {
+			if !stray[r.Execution.ID] || len(r.Steps) > 0 {
+				kept = append(kept, r)
+			}
+		}
+		runs = kept
+		clear(index)
+		for i, r := range runs {
+			index[r.Execution.ID] = i
+		}
+	}
+
 	// Spans belong to the execution they name; an effect with a trace
 	// context to every execution with a span or attempt of its trace, and
 	// to the execution its trace names by default (the store creates it
 	// when the effect names none).
 	for _, sp := range w.Spans {
+		if stray[sp.TraceID] {
+			continue
+		}
 		i, ok := index[sp.ExecutionID]
 		if !ok {
 			i = len(runs)
@@ -111,7 +150,7 @@ func (w World) Runs() []Run {
 	// An effect whose trace no execution's spans came from makes the trace
 	// id its execution, as the store does until its spans arrive.
 	for _, e := range w.Effects {
-		if e.ExecutionID == "" && e.TraceID != "" && len(traceRuns[e.TraceID]) == 0 {
+		if e.ExecutionID == "" && e.TraceID != "" && len(traceRuns[e.TraceID]) == 0 && !stray[e.TraceID] {
 			index[e.TraceID] = len(runs)
 			runs = append(runs, Run{Execution: Execution{ID: e.TraceID, Status: StatusRunning}, FedProviders: maps.Clone(fed)})
 			addTrace(e.TraceID, index[e.TraceID])
@@ -119,6 +158,22 @@ func (w World) Runs() []Run {
 	}
 
 	for _, e := range w.Effects {
+		if stray[e.TraceID] {
+			e.JoinedExecutionID, e.Inferred, e.StrayTrace = "", "", true
+			var join []int
+			for i := range runs {
+				if _, reason, ok := InferAttempt(e, runs[i]); ok {
+					join = append(join, i)
+					e.Inferred = reason
+				}
+			}
+			if len(join) == 1 {
+				e.JoinedExecutionID = runs[join[0]].Execution.ID
+				runs[join[0]].Effects = append(runs[join[0]].Effects, e)
+			} else {
+				e.Inferred = ""
+			}
+		}
 		var owners []int // the run it names, the runs of its trace, then the runs that sent its key to its provider
 		if i, ok := index[e.ExecutionID]; ok && e.ExecutionID != "" {
 			owners = append(owners, i)
@@ -136,7 +191,9 @@ func (w World) Runs() []Run {
 			}
 		}
 		for _, i := range owners {
-			runs[i].Effects = append(runs[i].Effects, e)
+			if runs[i].Execution.ID != e.JoinedExecutionID {
+				runs[i].Effects = append(runs[i].Effects, e)
+			}
 		}
 	}
 
@@ -154,29 +211,34 @@ func (w World) Runs() []Run {
 	for i := range runs {
 		runs[i].FoldHTTPCalls() // as the store's loadRun does, after keys decided who owns what
 	}
-	return runs
+	return runs, stray
 }
 
 // Audit applies every rule to every execution of the world, adds an
 // orphan_effect warning for each effect that matches no attempt of any
 // execution, and sorts the lot with SortFindings.
 func Audit(w World, cfg Config) []Finding {
-	runs := w.Runs()
+	runs, stray := w.runs()
 	var fs []Finding
 	for _, r := range runs {
 		fs = append(fs, AuditRun(r, cfg)...)
 	}
 	matched := IndexAttempts(runAttempts(runs))
+	joined := joinedEffects(runs)
 	seen := map[EffectRef]bool{}
+	var orphans []Effect
 	for _, e := range w.Effects {
 		if seen[e.Ref()] {
 			continue
 		}
 		seen[e.Ref()] = true
+		e.JoinedExecutionID, e.StrayTrace = joined[e.Ref()], stray[e.TraceID]
 		if !matched.Claims(e) {
 			fs = append(fs, OrphanFinding(e))
+			orphans = append(orphans, e)
 		}
 	}
+	fs = append(fs, RepeatedOrphans(orphans, cfg)...)
 	SortFindings(fs)
 	return fs
 }
@@ -185,7 +247,7 @@ func Audit(w World, cfg Config) []Finding {
 // step's only effect, one of several, or an orphan. An effect counts as a
 // duplicate when any execution it belongs to sees it as one.
 func (w World) EffectStates() map[EffectRef]MatchState {
-	runs := w.Runs()
+	runs, stray := w.runs()
 	fromRuns := map[EffectRef]MatchState{}
 	for _, r := range runs {
 		for ref, state := range EffectStates(r) {
@@ -193,8 +255,10 @@ func (w World) EffectStates() map[EffectRef]MatchState {
 		}
 	}
 	matched := IndexAttempts(runAttempts(runs))
+	joined := joinedEffects(runs)
 	states := map[EffectRef]MatchState{}
 	for _, e := range w.Effects {
+		e.JoinedExecutionID, e.StrayTrace = joined[e.Ref()], stray[e.TraceID]
 		// Orphans are decided exactly as Audit decides them, so the outbox
 		// and the findings never disagree.
 		switch {
@@ -207,6 +271,20 @@ func (w World) EffectStates() map[EffectRef]MatchState {
 		}
 	}
 	return states
+}
+
+// joinedEffects maps each effect that joined a run (JoinedExecutionID) to
+// that run.
+func joinedEffects(runs []Run) map[EffectRef]string {
+	out := map[EffectRef]string{}
+	for _, r := range runs {
+		for _, e := range r.Effects {
+			if e.JoinedExecutionID != "" {
+				out[e.Ref()] = e.JoinedExecutionID
+			}
+		}
+	}
+	return out
 }
 
 // runAttempts are the attempts of runs, stamped with their execution and

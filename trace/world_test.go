@@ -3,6 +3,7 @@ package trace
 import (
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -303,5 +304,60 @@ func TestFoldExecutionNamePrecedence(t *testing.T) {
 		if got := FoldExecution(slices.Clone(tt.events)).Name; got != tt.want {
 			t.Errorf("FoldExecution(%d events): got name %q, want %q", len(tt.events), got, tt.want)
 		}
+	}
+}
+
+// strayWorld is an agent whose HTTP requests left its trace (LangGraph
+// without a root span of the program's own): exec_1's tool step sent two
+// emails from lone HTTP root spans of traces t2 and t3.
+func strayWorld(to string) World {
+	args := args(`{"to":"` + to + `","subject":"Your June invoice"}`)
+	s := step("s1", "send_invoice_email", EffectUnknown, try(1, 0, 1, OutcomeTimeout, args), try(2, 2, 3, OutcomeOK, args))
+	return World{
+		Executions: []Execution{{ID: "exec_1", Name: "billing-agent", Status: StatusCompleted, StartedAt: at(0)}},
+		Steps:      []Step{s},
+		Spans: []Span{
+			{ExecutionID: "t2", TraceID: "t2", SpanID: "h2", Role: RoleHTTP, Name: "POST", StartedAt: at(0.2)},
+			{ExecutionID: "t3", TraceID: "t3", SpanID: "h3", Role: RoleHTTP, Name: "POST", StartedAt: at(2.2)},
+		},
+		Effects: []Effect{
+			{Provider: "mail-api", ID: "m1", Target: "jordan@acme.dev", TraceID: "t2", SpanID: "h2", At: at(0.5), Fingerprint: "mail:aa"},
+			{Provider: "mail-api", ID: "m2", Target: "jordan@acme.dev", TraceID: "t3", SpanID: "h3", At: at(2.5), Fingerprint: "mail:aa"},
+		},
+	}
+}
+
+func TestStrayHTTPSpansJoinTheAttemptInFlight(t *testing.T) {
+	w := strayWorld("Jordan@acme.dev")
+	runs := w.Runs()
+	if len(runs) != 1 || runs[0].Execution.ID != "exec_1" {
+		t.Fatalf("runs: got %d, want exec_1 alone (a lone HTTP root span is no execution)", len(runs))
+	}
+	for _, e := range runs[0].Effects {
+		if e.JoinedExecutionID != "exec_1" || !strings.HasPrefix(e.Inferred, "inferred: ") {
+			t.Errorf("effect %s: joined %q, inferred %q; want exec_1 with a reason", e.ID, e.JoinedExecutionID, e.Inferred)
+		}
+	}
+	if got := runs[0].StepEffects()["s1"]; len(got) != 2 {
+		t.Errorf("s1 effects: got %d, want both emails", len(got))
+	}
+	fs := Audit(w, Config{})
+	if got := findingsOf(fs); !slices.Contains(got, "critical duplicate_effect exec_1 s1") || slices.ContainsFunc(got, func(s string) bool { return strings.Contains(s, "orphan") }) {
+		t.Errorf("findings: got %v, want a critical duplicate_effect of s1 and no orphan", got)
+	}
+	if st := w.EffectStates(); st[EffectRef{"mail-api", "m1"}] != MatchDuplicate || st[EffectRef{"mail-api", "m2"}] != MatchDuplicate {
+		t.Errorf("states: got %v, want both duplicates", st)
+	}
+	checkPathsAgree(t, w, fs)
+}
+
+func TestStrayHTTPSpanWithNoMatchingAttemptIsAnOrphan(t *testing.T) {
+	w := strayWorld("someone@else.dev")
+	fs := Audit(w, Config{})
+	if got := findingsOf(fs); !reflect.DeepEqual(got, []string{"warning orphan_effect  ", "warning orphan_effect  ", "warning repeated_effect  ", "warning unkeyed_retry exec_1 s1"}) {
+		t.Errorf("findings: got %v, want two orphans (nothing in flight names their recipient), the second repeating the first", got)
+	}
+	if runs := w.Runs(); len(runs) != 1 {
+		t.Errorf("runs: got %d, want exec_1 alone", len(runs))
 	}
 }

@@ -158,7 +158,7 @@ func (x Execution) Attempt(stepID string, n int) (AttemptView, bool) {
 // kept for it (the caller looks that up); false when it is not one of
 // the execution's effects.
 func (x Execution) Effect(ref trace.EffectRef) (EffectView, bool) {
-	for _, f := range x.Run.Effects {
+	for _, f := range x.Run.OwnEffects() {
 		if f.Ref() != ref {
 			continue
 		}

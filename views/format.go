@@ -119,3 +119,17 @@ func curlExample(base string) string {
 	}
 	return "curl " + base + `/api/v1/events -H 'Content-Type: application/json' -d '{"type":"attempt","execution_id":"exec_1","step_id":"step-1","attempt":1,"tool":"send_invoice_email","effect":"write","idempotency_key":"ik_1","started_at":"2026-06-30T14:02:11Z","ended_at":"2026-06-30T14:02:12Z","outcome":"ok"}'`
 }
+
+// ShortFingerprint is a fingerprint as a table shows it: its kind and the
+// first 8 hex digits ("mail:f7e72175…"), enough to tell two rows apart at
+// a glance; a fingerprint of another shape is cut at 16 characters.
+func ShortFingerprint(fp string) string {
+	cut := 16
+	if kind, hex, ok := strings.Cut(fp, ":"); ok && len(hex) > 8 && len(kind) < 16 {
+		cut = len(kind) + 1 + 8
+	}
+	if r := []rune(fp); len(r) > cut {
+		fp = string(r[:cut]) + "…"
+	}
+	return Visible(fp)
+}

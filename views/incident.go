@@ -185,12 +185,32 @@ func (t *teller) at(when time.Time) string {
 	return " at +" + Duration(when.Sub(t.origin))
 }
 
-// stepName is "step-1 (send_invoice_email)".
+// stepName is "step-1 (send_invoice_email)", or for a step id derived
+// from a span its name (trace.StepNames: "send_invoice_email #2").
 func (t *teller) stepName() string {
-	if tool := t.in.Step.ToolName(); tool != "" {
+	tool := t.in.Step.ToolName()
+	if trace.DerivedStepID(t.in.Step.ID) && tool != "" {
+		return trace.StepNames(t.run.Steps)[t.in.Step.ID]
+	}
+	if tool != "" {
 		return t.in.Step.ID + " (" + tool + ")"
 	}
 	return t.in.Step.ID
+}
+
+// withReceivedKey is the attempt with the key the provider received from
+// it when its span recorded none: the key an effect it caused carried.
+func (t *teller) withReceivedKey(a trace.Attempt) trace.Attempt {
+	if a.IdempotencyKey != "" {
+		return a
+	}
+	for _, e := range t.in.Effects {
+		if e.Attempt == a.Number && e.IdempotencyKey != "" {
+			a.IdempotencyKey = e.IdempotencyKey
+			return a
+		}
+	}
+	return a
 }
 
 // head starts the sentence: "2 emails to jordan@acme.dev from step-1
@@ -265,6 +285,7 @@ func (t *teller) ending(a trace.Attempt) string {
 
 // keyPhrase says which key a repeat carried, against the first attempt's.
 func (t *teller) keyPhrase(a, first trace.Attempt) {
+	a, first = t.withReceivedKey(a), t.withReceivedKey(first)
 	switch {
 	case a.IdempotencyKey == "":
 		t.text(" without an idempotency key")

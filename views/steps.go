@@ -46,6 +46,10 @@ type StepRow struct {
 	DetailURL string
 	// LaneURL is the last attempt's place on the timeline.
 	LaneURL string
+	// RecognisedBy names the span-map rule that recognised the step's
+	// tool spans when it is not a framework's own (the generic rule): the
+	// step is an inference from attributes that say "tool", shown as such.
+	RecognisedBy string
 }
 
 // StepTable is the execution page's step table, sorted.
@@ -85,6 +89,9 @@ func NewStepTable(in StepTableInput) StepTable {
 	for _, st := range in.Run.Steps {
 		r := StepRow{StepID: st.ID, Tool: st.ToolName(), Class: st.Class(), Attempts: len(st.Attempts),
 			Effects: len(effects[st.ID]), Findings: findings[st.ID], Critical: critical[st.ID]}
+		for _, a := range st.Attempts {
+			r.RecognisedBy = cmp.Or(r.RecognisedBy, a.RecognisedBy)
+		}
 		if n := len(st.Attempts); n > 0 {
 			last := st.Attempts[n-1]
 			r.Outcome = in.Run.Outcome(last)

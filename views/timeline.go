@@ -130,6 +130,15 @@ type ModelMark struct {
 	Title string
 }
 
+// laneStepName is the step's name without the tool the lane already shows:
+// "#2" for "send_invoice_email #2", "" for a derived step alone of its tool.
+func laneStepName(name, tool string) string {
+	if tool != "" && strings.HasPrefix(name, tool) {
+		return strings.TrimSpace(strings.TrimPrefix(name, tool))
+	}
+	return name
+}
+
 // PlacedLabel is a label's text and where it sits; Text is "" for a label
 // that had no room.
 type PlacedLabel struct {
@@ -152,8 +161,11 @@ func (l PlacedLabel) Box() (x0, x1 float64) {
 
 // Lane is one step.
 type Lane struct {
-	ID          string // the row's HTML id
-	StepID      string
+	ID     string // the row's HTML id
+	StepID string
+	// StepName is what the lane calls its step: the id sent, or, for an id
+	// derived from a span, "#2" after the tool's name (trace.StepNames).
+	StepName    string
 	Tool        string
 	Effect      trace.EffectClass
 	ClassTitle  string // the class explained, for the hover
@@ -297,7 +309,8 @@ func NewTimeline(in TimelineInput) Timeline {
 			times = append(times, a.StartedAt, a.EndedAt)
 		}
 	}
-	for _, f := range run.Effects {
+	own := run.OwnEffects() // a peer's effect under a shared key is on the key page only
+	for _, f := range own {
 		times = append(times, f.At)
 	}
 	models := run.ModelCalls()
@@ -305,7 +318,7 @@ func NewTimeline(in TimelineInput) Timeline {
 		times = append(times, m.StartedAt, m.EndedAt)
 	}
 	tmin, tmax := span(times)
-	if tmin.IsZero() || (attempts == 0 && len(run.Effects) == 0 && len(models) == 0) {
+	if tmin.IsZero() || (attempts == 0 && len(own) == 0 && len(models) == 0) {
 		return Timeline{Empty: true}
 	}
 	gaps := in.Gaps
@@ -366,6 +379,7 @@ func NewTimeline(in TimelineInput) Timeline {
 		}
 	}
 	stepEffects := run.StepEffects()
+	stepNames := trace.StepNames(run.Steps)
 	stepOf := map[trace.EffectRef]string{}
 	for stepID, es := range stepEffects {
 		for _, e := range es {
@@ -376,7 +390,7 @@ func NewTimeline(in TimelineInput) Timeline {
 
 	lanes := make([]Lane, 0, len(run.Steps))
 	for _, s := range run.Steps {
-		lane := Lane{ID: domID("lane", s.ID), StepID: s.ID, Tool: s.ToolName(), Effect: s.Class(),
+		lane := Lane{ID: domID("lane", s.ID), StepID: s.ID, StepName: laneStepName(stepNames[s.ID], s.ToolName()), Tool: s.ToolName(), Effect: s.Class(),
 			ClassTitle: s.ToolName() + ": " + ClassLabel(s.Class()), Findings: findings[s.ID]}
 		showText := !tl.Compact
 		var prev *trace.Attempt
@@ -413,7 +427,7 @@ func NewTimeline(in TimelineInput) Timeline {
 		if es := stepEffects[s.ID]; len(es) > 0 {
 			lane.EffectCount = len(es)
 			lane.Duplicate = len(es) > 1
-			lane.CountLabel = fmt.Sprintf("%s for %s", plural(len(es), effectNoun(es[0].Provider, false), effectNoun(es[0].Provider, true)), s.ID)
+			lane.CountLabel = fmt.Sprintf("%s for %s", plural(len(es), effectNoun(es[0].Provider, false), effectNoun(es[0].Provider, true)), stepNames[s.ID])
 		}
 		placeBarLabels(lane.Bars)
 		lanes = append(lanes, lane)
@@ -423,7 +437,7 @@ func NewTimeline(in TimelineInput) Timeline {
 		laneIndex[l.StepID] = i
 	}
 
-	effects := append([]trace.Effect(nil), run.Effects...)
+	effects := run.OwnEffects()
 	sort.SliceStable(effects, func(i, j int) bool { return effects[i].At.Before(effects[j].At) })
 	for _, f := range effects {
 		at := f.At
@@ -442,6 +456,9 @@ func NewTimeline(in TimelineInput) Timeline {
 			m.State = trace.MatchOrphan
 		}
 		m.Title = fmt.Sprintf("%s %s (%s) at %s", f.Provider, f.ID, m.State, UTC(f.At))
+		if f.Summary != "" {
+			m.Title += " · " + f.Summary
+		}
 		if m.Mark != "" {
 			m.Title += " · " + m.Mark
 		}
@@ -1178,7 +1195,7 @@ func newOverview(run trace.Run, states map[trace.EffectRef]trace.MatchState, sc 
 		h := max(2, float64(n)/float64(max(top, 1))*(overviewH-10))
 		o.Slices = append(o.Slices, OverviewSlice{X: float64(i) * sliceW, W: sliceW - 1, H: h})
 	}
-	for _, f := range run.Effects {
+	for _, f := range run.OwnEffects() {
 		if !f.At.IsZero() {
 			o.Effects = append(o.Effects, OverviewEffect{X: sc.px(f.At), Duplicate: states[f.Ref()] == trace.MatchDuplicate})
 		}

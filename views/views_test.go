@@ -1276,3 +1276,60 @@ func TestDuration(t *testing.T) {
 		}
 	}
 }
+
+// TestEffectWhat: what was asked of the provider shows on the effect in
+// the outbox table (the summary and the fingerprint shortened) and in its
+// detail (both whole); an effect without them says so.
+func TestEffectWhat(t *testing.T) {
+	asked := trace.Effect{Provider: "sandbox-mail", ID: "msg_1", Target: "jordan@acme.dev", At: at(30),
+		Fingerprint: "mail:f7e72175d66aa67ad8dfe772c85c46bd", Summary: "email to jordan@acme.dev, subject 'Your June invoice'"}
+	bare := trace.Effect{Provider: "mail-api", ID: "msg_2", At: at(31)}
+	doc := renderPage(t, views.OutboxPage(views.OutboxView{Rows: []views.OutboxRow{{Effect: asked, State: trace.MatchOrphan}, {Effect: bare, State: trace.MatchOrphan}}}))
+	what := byTestID(doc, "effect-what")
+	if len(what) != 2 {
+		t.Fatalf("effect-what cells: got %d, want 2", len(what))
+	}
+	if got, want := text(what[0]), asked.Summary+" mail:f7e72175…"; got != want {
+		t.Errorf("what was asked, in the table: got %q, want %q", got, want)
+	}
+	if fp := one(t, what[0], "effect-fingerprint"); attr(fp, "title") != asked.Fingerprint {
+		t.Errorf("the shortened fingerprint's title: got %q, want %q", attr(fp, "title"), asked.Fingerprint)
+	}
+	if got := text(what[1]); got != "—" {
+		t.Errorf("an effect without a fingerprint, in the table: got %q, want —", got)
+	}
+
+	d := one(t, renderFragment(t, views.EffectDetail(views.EffectView{ExecutionID: execID, Effect: asked, State: trace.MatchOrphan})), "effect-detail")
+	if got := text(one(t, d, "effect-summary")); got != asked.Summary {
+		t.Errorf("detail summary: got %q, want %q", got, asked.Summary)
+	}
+	if got := text(one(t, d, "effect-fingerprint")); got != asked.Fingerprint {
+		t.Errorf("detail fingerprint: got %q, want %q", got, asked.Fingerprint)
+	}
+	d = one(t, renderFragment(t, views.EffectDetail(views.EffectView{ExecutionID: execID, Effect: bare, State: trace.MatchOrphan})), "effect-detail")
+	if got := text(one(t, d, "effect-summary")); got != "?" || len(byTestID(d, "effect-fingerprint")) != 0 {
+		t.Errorf("detail of an effect without a fingerprint: got summary %q and %d fingerprints, want ? (as an unknown target) and none", got, len(byTestID(d, "effect-fingerprint")))
+	}
+
+	// The outbox lane's mark says it on hover.
+	run := fixtureRun()
+	run.Effects[0].Summary = asked.Summary
+	page := renderPage(t, views.ExecutionPage(executionView(run)))
+	var titled bool
+	for _, e := range byTestID(one(t, page, "outbox-lane"), "effect") {
+		titled = titled || (attr(e, "id") == views.EffectAnchor(run.Effects[0].Provider, run.Effects[0].ID) && strings.Contains(text(e), asked.Summary))
+	}
+	if !titled {
+		t.Errorf("outbox lane: got no mark of %s whose title says %q", run.Effects[0].ID, asked.Summary)
+	}
+
+	for fp, want := range map[string]string{
+		"http:0123456789abcdef0123456789abcdef": "http:01234567…",
+		"short":                                 "short",
+		"a-fingerprint-of-another-shape-x":      "a-fingerprint-of…",
+	} {
+		if got := views.ShortFingerprint(fp); got != want {
+			t.Errorf("ShortFingerprint(%q): got %q, want %q", fp, got, want)
+		}
+	}
+}

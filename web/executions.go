@@ -238,6 +238,7 @@ type attemptJSON struct {
 	Args           json.RawMessage  `json:"args,omitempty"`
 	Result         json.RawMessage  `json:"result,omitempty"`
 	Error          string           `json:"error,omitempty"`
+	RecognisedBy   string           `json:"recognised_by,omitempty"`
 	Conflicts      []trace.Conflict `json:"conflicts,omitempty"`
 }
 
@@ -299,12 +300,12 @@ func (s *Server) handleExecutionShow(c echo.Context) error {
 			sj.Attempts = append(sj.Attempts, attemptJSON{
 				Attempt: a.Number, SpanID: a.SpanID, Outcome: run.Outcome(a), Deduplicated: a.Deduplicated, IdempotencyKey: a.IdempotencyKey,
 				Worker: a.Worker, StartedAt: a.StartedAt, EndedAt: a.EndedAt, DurationMS: durationMS(a.StartedAt, a.EndedAt),
-				Tool: a.Tool, Args: a.Args, Result: a.Result, Error: a.Error, Conflicts: a.Conflicts,
+				Tool: a.Tool, Args: a.Args, Result: a.Result, Error: a.Error, RecognisedBy: a.RecognisedBy, Conflicts: a.Conflicts,
 			})
 		}
 		out.Steps = append(out.Steps, sj)
 	}
-	for _, f := range run.Effects {
+	for _, f := range run.OwnEffects() { // a peer's effect under a shared key is on the key page only
 		out.Effects = append(out.Effects, effectJSON{Effect: f, State: x.States[f.Ref()]})
 	}
 	return c.JSON(http.StatusOK, out)

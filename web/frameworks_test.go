@@ -10,11 +10,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/oncetrace/oncetrace/ingest"
 	"github.com/oncetrace/oncetrace/trace"
+	"github.com/oncetrace/oncetrace/web"
 )
 
 // The fixtures under ingest/testdata/frameworks were recorded by `make
@@ -33,6 +35,18 @@ type fixtureManifest struct {
 	AgentName             string `json:"agent_name"`
 	Tool                  string `json:"tool"`
 	ToolErrorSpanExported bool   `json:"tool_error_span_exported"`
+	// ToolErrorSpanStatus is the failed call's span status as exported:
+	// UNSET when the framework exports it bare (ADK).
+	ToolErrorSpanStatus string `json:"tool_error_span_status"`
+	// HTTPUnderTool says, for each mail request, whether its HTTP span is
+	// a child of a tool span; absent in older recordings, where it is.
+	HTTPUnderTool []bool `json:"http_under_tool"`
+}
+
+// httpUnderTool reports whether every mail's HTTP span hangs below its
+// tool span, so that trace context ties each email to its attempt.
+func (m fixtureManifest) httpUnderTool() bool {
+	return !slices.Contains(m.HTTPUnderTool, false)
 }
 
 type fixtureRequest struct {
@@ -103,7 +117,8 @@ func loadFixtureRuns(t *testing.T) []fixtureRun {
 	for _, r := range runs {
 		frameworks[r.manifest.Framework] = true
 	}
-	for _, want := range []string{"vercel-ai", "openllmetry", "openinference", "openai-agents"} {
+	for _, want := range []string{"vercel-ai", "openllmetry", "openinference", "openai-agents",
+		"langgraph", "langgraph-root", "mastra-exporter", "mastra-bridge", "adk"} {
 		if !frameworks[want] {
 			t.Errorf("fixtures: no recording of %s under %s", want, frameworksDir)
 		}
@@ -226,26 +241,29 @@ func (x frameworkExecution) mailEffects() []string {
 func TestFrameworkFixtures(t *testing.T) {
 	for _, r := range loadFixtureRuns(t) {
 		t.Run(r.name(), func(t *testing.T) {
-			srv := startServer(t, r.name(), ingest.DefaultLimits)
+			// The sandbox delivers each replayed email at the time it was
+			// recorded, so that its effect sits where it happened among the
+			// recorded spans (an effect of a stray trace joins the attempt
+			// in flight at that moment).
+			var recorded atomic.Int64
+			srv := startServerOn(t, "sqlite", r.name(), ingest.DefaultLimits, func(c *web.Config) {
+				c.Sandbox.Now = func() time.Time { return time.UnixMicro(recorded.Load()).UTC() }
+			})
 			for _, q := range r.requests {
 				switch q.Kind {
 				case "otlp":
 					replayOTLP(t, srv, r, q)
 				case "mail":
+					recorded.Store(int64(q.AtMS * 1000))
 					replayMail(t, srv, r, q)
 				default:
 					t.Fatalf("request %d: unknown kind %q", q.Seq, q.Kind)
 				}
 			}
-			id := r.traceID(t)
-			var x frameworkExecution
-			if err := json.Unmarshal(srv.get(t, "/api/v1/executions/"+id), &x); err != nil {
-				t.Fatal(err)
-			}
-			checkFrameworkRun(t, r, x)
-
-			// The list holds this one execution: no span became an
-			// execution of its own.
+			// The list holds one execution: no span became an execution of
+			// its own, not even a lone HTTP root span of a framework that
+			// lost the trace context (LangGraph without a root span of the
+			// program's, Mastra's exporter).
 			var list struct {
 				Executions []struct {
 					ID         string `json:"execution_id"`
@@ -255,9 +273,19 @@ func TestFrameworkFixtures(t *testing.T) {
 			if err := json.Unmarshal(srv.get(t, "/api/v1/executions"), &list); err != nil {
 				t.Fatal(err)
 			}
-			if len(list.Executions) != 1 || list.Executions[0].ID != id {
-				t.Errorf("executions: got %+v, want only %s", list.Executions, id)
-			} else if list.Executions[0].AuditState != x.Audit.State {
+			if len(list.Executions) != 1 {
+				t.Fatalf("executions: got %+v, want one", list.Executions)
+			}
+			id := list.Executions[0].ID
+			if r.manifest.httpUnderTool() && id != r.traceID(t) {
+				t.Errorf("execution: got %s, want the mails' trace %s", id, r.traceID(t))
+			}
+			var x frameworkExecution
+			if err := json.Unmarshal(srv.get(t, "/api/v1/executions/"+id), &x); err != nil {
+				t.Fatal(err)
+			}
+			checkFrameworkRun(t, r, x)
+			if list.Executions[0].AuditState != x.Audit.State {
 				t.Errorf("list audit state: got %q, the execution says %q", list.Executions[0].AuditState, x.Audit.State)
 			}
 		})
@@ -273,25 +301,27 @@ func checkFrameworkRun(t *testing.T, r fixtureRun, x frameworkExecution) {
 	if x.Execution.Status != "completed" {
 		t.Errorf("status: got %q, want completed", x.Execution.Status)
 	}
-	if len(x.Steps) != 1 {
-		var got []string
-		for _, s := range x.Steps {
-			got = append(got, s.StepID+" "+s.Tool)
+	if len(x.Steps) == 0 {
+		t.Fatalf("steps: got none, want %s's", m.Tool)
+	}
+	for _, st := range x.Steps {
+		if st.Tool != m.Tool {
+			t.Errorf("step %s tool: got %q, want %q", st.StepID, st.Tool, m.Tool)
 		}
-		t.Fatalf("steps: got %d %v, want one step of %s", len(x.Steps), got, m.Tool)
+		if st.Effect != string(trace.EffectUnknown) {
+			t.Errorf("step %s class: got %q, want unknown (nobody classified the tool)", st.StepID, st.Effect)
+		}
 	}
-	if x.Steps[0].Tool != m.Tool {
-		t.Errorf("step tool: got %q, want %q", x.Steps[0].Tool, m.Tool)
-	}
-	if x.Steps[0].Effect != string(trace.EffectUnknown) {
-		t.Errorf("step class: got %q, want unknown (nobody classified the tool)", x.Steps[0].Effect)
-	}
-	wantOutcomes := []string{"timeout", "ok"}
-	if !m.ToolErrorSpanExported {
-		wantOutcomes = []string{"ok"} // the failed call's span never arrives
-	}
-	if got := x.outcomes(0); !slices.Equal(got, wantOutcomes) {
-		t.Errorf("attempts: got %v, want %v", got, wantOutcomes)
+	// One step of the tool with its two attempts, timeout then ok, when
+	// both calls' spans carry their arguments; a failed call exported
+	// bare (ADK) or never (OpenLLMetry) cannot be told to be the same
+	// call, and is no second intent either.
+	if m.ToolErrorSpanExported && m.ToolErrorSpanStatus != "UNSET" {
+		if len(x.Steps) != 1 {
+			t.Errorf("steps: got %d, want one step of %s", len(x.Steps), m.Tool)
+		} else if got := x.outcomes(0); !slices.Equal(got, []string{"timeout", "ok"}) {
+			t.Errorf("attempts: got %v, want [timeout ok]", got)
+		}
 	}
 	if len(x.ModelCalls) < 2 {
 		t.Errorf("model calls: got %d, want at least 2 (before and after each tool call)", len(x.ModelCalls))
@@ -302,8 +332,8 @@ func checkFrameworkRun(t *testing.T, r fixtureRun, x frameworkExecution) {
 		}
 	}
 	for _, e := range x.Effects {
-		if e.Provider == "sandbox-mail" && (e.TraceID != x.Execution.ID || e.SpanID == "") {
-			t.Errorf("effect %s: trace context %q/%q, want the execution's trace and a span", e.EffectID, e.TraceID, e.SpanID)
+		if e.Provider == "sandbox-mail" && e.SpanID == "" {
+			t.Errorf("effect %s: no span, want the trace context of its request", e.EffectID)
 		}
 	}
 
@@ -314,18 +344,20 @@ func checkFrameworkRun(t *testing.T, r fixtureRun, x frameworkExecution) {
 		if len(mail) != 2 {
 			t.Errorf("mail effects: got %v, want two", mail)
 		}
-		if !m.ToolErrorSpanExported {
-			// Both emails are in the execution's outbox; the one whose tool
-			// span never arrived belongs to no step, and the audit says so
-			// instead of calling the run clean.
-			if x.Audit.State == string(trace.StateClean) {
-				t.Errorf("audit state: clean, although an email belongs to no known step")
+		// Whatever the framework exports, the two identical emails of one
+		// run are a critical duplicate_effect naming both, on the step when
+		// trace context ties them to it, else proven by the outbox.
+		dup := 0
+		for _, f := range critical {
+			if f.Rule == trace.RuleDuplicateEffect && len(f.Effects) == 2 {
+				dup++
+				if m.httpUnderTool() && m.ToolErrorSpanStatus != "UNSET" && m.ToolErrorSpanExported && f.StepID != x.Steps[0].StepID {
+					t.Errorf("duplicate_effect on %q, want it on %s", f.StepID, x.Steps[0].StepID)
+				}
 			}
-			return
 		}
-		if len(critical) != 1 || critical[0].Rule != trace.RuleDuplicateEffect || len(critical[0].Effects) != 2 ||
-			critical[0].StepID != x.Steps[0].StepID {
-			t.Errorf("critical findings: got %+v, want one duplicate_effect on %s naming both emails", critical, x.Steps[0].StepID)
+		if dup != 1 {
+			t.Errorf("critical findings: got %+v, want one duplicate_effect naming both emails", critical)
 		}
 		if x.Audit.State != string(trace.StateCritical) {
 			t.Errorf("audit state: got %q, want critical", x.Audit.State)
@@ -337,15 +369,19 @@ func checkFrameworkRun(t *testing.T, r fixtureRun, x frameworkExecution) {
 		if len(critical) != 0 {
 			t.Errorf("critical findings: got %+v, want none", critical)
 		}
+		if !m.httpUnderTool() || !m.ToolErrorSpanExported {
+			return // which step sent the email may be unknown: unverified, not clean
+		}
 		// The key comes from the HTTP call below each tool span (the
-		// instrumentation records the Idempotency-Key header); it also
-		// joins an email whose tool span never arrived to its step.
-		if x.Audit.State != string(trace.StateClean) {
+		// instrumentation records the Idempotency-Key header).
+		if x.Audit.State != string(trace.StateClean) && m.ToolErrorSpanStatus != "UNSET" {
 			t.Errorf("audit state: got %q, want clean", x.Audit.State)
 		}
-		for _, a := range x.Steps[0].Attempts {
-			if a.IdempotencyKey == "" {
-				t.Errorf("attempt %d: no idempotency key, want the one its HTTP call sent", a.Attempt)
+		for _, st := range x.Steps {
+			for _, a := range st.Attempts {
+				if a.IdempotencyKey == "" {
+					t.Errorf("step %s attempt %d: no idempotency key, want the one its HTTP call sent", st.StepID, a.Attempt)
+				}
 			}
 		}
 	default:

@@ -131,7 +131,7 @@ func (s *Server) handleOTLPTraces(c echo.Context) error {
 		return err
 	}
 	defer held.Release() // once the spans are committed
-	mapped := ingest.MapOTLP(export.Traces(), ingest.OTLPConfig{Limits: s.cfg.Limits, ToolClasses: s.cfg.ToolClasses})
+	mapped := ingest.MapOTLP(export.Traces(), ingest.OTLPConfig{Limits: s.cfg.Limits, ToolClasses: s.cfg.ToolClasses, SpanMap: s.cfg.SpanMap})
 	res, err := s.cfg.Writer.Write(c.Request().Context(), mapped.Events)
 	if err != nil {
 		if errors.Is(err, writer.ErrOverloaded) || errors.Is(err, writer.ErrClosed) {

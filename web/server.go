@@ -28,6 +28,9 @@ type Config struct {
 	Limits ingest.Limits
 	// ToolClasses classify OpenTelemetry tool calls that do not say their class.
 	ToolClasses ingest.ToolClasses
+	// SpanMap recognises OpenTelemetry spans' roles and reads their fields
+	// (serve --span-map); nil is the built-in one.
+	SpanMap     *ingest.SpanMap
 	Analysis    trace.Config
 	IngestToken string // when set, POST endpoints need "Authorization: Bearer <token>"
 	Logger      *slog.Logger

@@ -94,6 +94,8 @@ type storedEffect struct {
 	TraceID        string `json:"trace_id"`
 	SpanID         string `json:"span_id"`
 	State          string `json:"state"`
+	Fingerprint    string `json:"fingerprint"`
+	Summary        string `json:"summary"`
 }
 
 func (s *testServer) effectsOf(t *testing.T, provider string) []storedEffect {
@@ -578,5 +580,33 @@ func TestWebhookMapFile(t *testing.T) {
 	}
 	if r := srv.deliver(t, "crm", payload, http.Header{"X-Crm-Signature": {"bm9wZQ=="}}); r.status != 400 || !strings.Contains(r.Error, "X-CRM-Signature") {
 		t.Errorf("a wrong signature: got %d %q, want 400 naming X-CRM-Signature", r.status, r.Error)
+	}
+}
+
+// TestWebhookMailgunFingerprint: the mailgun preset's fingerprint is the
+// message's To and Subject, so two messages of one email (two Message-Ids,
+// two keys) reach the API with one fingerprint; SendGrid's events carry no
+// subject, so its effects get none rather than one made up.
+func TestWebhookMailgunFingerprint(t *testing.T) {
+	const key = "key-3ax6xnjp29jd6fds4gc373sgvjxteol0"
+	srv := startWebhookServer(t, web.WebhookConfig{Secrets: map[string]string{"mailgun": key}}, "", ingest.DefaultLimits)
+	now := time.Now()
+	for i, id := range []string{"20260630140211.1@mg.example.com", "20260630140221.2@mg.example.com"} {
+		if r := srv.deliver(t, "mailgun", mailgunDelivery(id, fmt.Sprint("ik_", i), now, key), nil); r.status != 200 || r.Accepted != 1 {
+			t.Fatalf("mailgun delivery %s: got %d %+v, want 200 accepted 1", id, r.status, r)
+		}
+	}
+	effects := srv.effectsOf(t, "mailgun")
+	if len(effects) != 2 || !strings.HasPrefix(effects[0].Fingerprint, "webhook:") || effects[0].Fingerprint != effects[1].Fingerprint {
+		t.Fatalf("mailgun effects: got %+v, want two with one webhook: fingerprint", effects)
+	}
+	if want := "email to Jordan <jordan@acme.dev>, subject 'Your June invoice'"; effects[0].Summary != want {
+		t.Errorf("mailgun summary: got %q, want %q", effects[0].Summary, want)
+	}
+	if r := srv.deliver(t, "sendgrid", sendGridDelivery("sg_1", "ik_sg", now), nil); r.status != 200 || r.Accepted != 1 {
+		t.Fatalf("sendgrid delivery: got %d %+v", r.status, r)
+	}
+	if sg := srv.effectsOf(t, "sendgrid"); len(sg) != 1 || sg[0].Fingerprint != "" || sg[0].Summary != "" {
+		t.Errorf("sendgrid effects: got %+v, want one without a fingerprint", sg)
 	}
 }

@@ -31,6 +31,7 @@ func runAudit(args []string, out io.Writer) (critical bool, err error) {
 	cfg := trace.DefaultConfig
 	fs.DurationVar(&cfg.GapThreshold, "gap-threshold", cfg.GapThreshold, "with --db: shortest idle interval treated as a gap")
 	fs.DurationVar(&cfg.KeyRetention, "key-retention", cfg.KeyRetention, "with --db: key retention window of the receiving APIs")
+	fs.DurationVar(&cfg.RepeatWindow, "repeat-window", cfg.RepeatWindow, "with --db: how close two identical effects with no run id must be for repeated_effect")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return false, nil

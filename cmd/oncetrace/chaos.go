@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/oncetrace/oncetrace/ingest"
 	"github.com/oncetrace/oncetrace/web/sandbox"
 )
 
@@ -57,7 +58,9 @@ type chaosOptions struct {
 	json      bool
 	keep      string
 	demo      bool
-	faultsSet bool // --faults was given; --demo has faults of its own otherwise
+	faultsSet bool            // --faults was given; --demo has faults of its own otherwise
+	spanMaps  spanMapFlags    // spanmap.go: --span-map, for the embedded servers
+	spanMap   *ingest.SpanMap // nil: the built-in one
 	command   []string
 }
 
@@ -104,6 +107,7 @@ func chaosFlags(args []string, errOut io.Writer) (chaosOptions, error) {
 	fs.BoolVar(&o.json, "json", false, "print the report as JSON (docs/chaos.md)")
 	fs.StringVar(&o.keep, "keep", "", "keep each run's database and output in this directory (default: a temporary directory, removed at the end)")
 	fs.BoolVar(&o.demo, "demo", false, "run chaos against the built-in demo agent, naive and keyed, with the sandbox mail API as upstream")
+	o.spanMaps.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -115,6 +119,12 @@ func chaosFlags(args []string, errOut io.Writer) (chaosOptions, error) {
 	}
 	if o.timeout <= 0 {
 		return o, errors.New("chaos: --timeout must be positive")
+	}
+	if o.spanMap, err = o.spanMaps.spanMap("chaos"); err != nil {
+		return o, err
+	}
+	if o.spanMap != nil && o.server != "" {
+		return o, errors.New("chaos: --span-map applies to the embedded servers; give it to the --server's serve instead")
 	}
 	if o.server != "" {
 		if u, err := url.Parse(o.server); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

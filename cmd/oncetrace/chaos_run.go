@@ -414,7 +414,7 @@ func (c *chaosRunner) startServer(ctx context.Context, label string) (*chaosServ
 	wcfg := writer.DefaultConfig
 	wcfg.Analysis = trace.DefaultConfig
 	w := writer.New(db, wcfg)
-	srv := web.New(web.Config{DB: db, Writer: w, Limits: ingest.DefaultLimits, Analysis: trace.DefaultConfig, Logger: c.logger})
+	srv := web.New(web.Config{DB: db, Writer: w, Limits: ingest.DefaultLimits, SpanMap: c.o.spanMap, Analysis: trace.DefaultConfig, Logger: c.logger})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		w.Close()

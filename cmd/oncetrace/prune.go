@@ -148,7 +148,7 @@ func startPruner(ctx context.Context, db *store.DB, r retentionFlags, cfg trace.
 		for {
 			now := time.Now()
 			res, err := db.Prune(ctx, store.PruneOptions{Before: now.Add(-r.retain), EffectsBefore: now.Add(-effects), Interleave: true,
-				Reaudit: writer.Reaudit(cfg), VacuumConvertMax: store.DefaultVacuumConvertMax})
+				Reaudit: writer.Reaudit(cfg), RepeatWindow: cfg.RepeatWindow, VacuumConvertMax: store.DefaultVacuumConvertMax})
 			if ctx.Err() != nil {
 				return // stopped: what it committed stays, the next start resumes
 			}
@@ -206,6 +206,7 @@ func runPrune(args []string, out io.Writer) error {
 	cfg := trace.DefaultConfig
 	fs.DurationVar(&cfg.GapThreshold, "gap-threshold", cfg.GapThreshold, "for the executions re-audited: shortest idle interval treated as a gap")
 	fs.DurationVar(&cfg.KeyRetention, "key-retention", cfg.KeyRetention, "for the executions re-audited: key retention window of the receiving APIs")
+	fs.DurationVar(&cfg.RepeatWindow, "repeat-window", cfg.RepeatWindow, "for the orphans re-checked: how close two identical effects with no run id must be for repeated_effect")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -219,7 +220,7 @@ func runPrune(args []string, out io.Writer) error {
 		return errors.New("prune: --before is required, e.g. --before 2026-06-01 or --before 30d")
 	}
 	now := time.Now()
-	opts := store.PruneOptions{Reaudit: writer.Reaudit(cfg)}
+	opts := store.PruneOptions{Reaudit: writer.Reaudit(cfg), RepeatWindow: cfg.RepeatWindow}
 	var err error
 	if opts.Before, err = parseBefore(*before, now); err != nil {
 		return fmt.Errorf("prune: --before: %w", err)

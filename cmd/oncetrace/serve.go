@@ -37,13 +37,16 @@ type serveConfig struct {
 	otlpAddr              string
 	allowedOrigins        []string
 	toolClasses           ingest.ToolClasses
+	spanMapFlags          spanMapFlags    // spanmap.go: --span-map
+	spanMap               *ingest.SpanMap // nil: the built-in one
 	webhookFlags          webhookFlags
 	webhooks              web.WebhookConfig
 	smtpAddr              string
 	smtp                  smtpsink.Config
 	taps                  []serveTapSpec
-	listen                listenFlags // listen.go: hosts, timeouts, per-IP cap
-	access                accessFlags // serve_access.go: read token, login session, alert webhook
+	fingerprintIgnore     fingerprintIgnore // tap.go: --fingerprint-ignore, for the taps
+	listen                listenFlags       // listen.go: hosts, timeouts, per-IP cap
+	access                accessFlags       // serve_access.go: read token, login session, alert webhook
 	allowedHosts          []string
 	retention             retentionFlags // prune.go: --retain, --retain-effects, --redact
 	decode                decodeFlags    // serve_decode.go: --max-decode-bytes, JSON and OTLP shape limits
@@ -60,6 +63,7 @@ func serveFlags(args []string) (serveConfig, error) {
 	fs.BoolVar(&c.groupCommit, "group-commit", true, "commit concurrent ingest requests in one transaction")
 	fs.DurationVar(&c.analysis.GapThreshold, "gap-threshold", c.analysis.GapThreshold, "shortest idle interval shown as a gap")
 	fs.DurationVar(&c.analysis.KeyRetention, "key-retention", c.analysis.KeyRetention, "how long receiving APIs keep idempotency keys (retry_beyond_retention)")
+	fs.DurationVar(&c.analysis.RepeatWindow, "repeat-window", c.analysis.RepeatWindow, "how close two identical effects with no run id must be for repeated_effect")
 	fs.Int64Var(&c.limits.BodyBytes, "max-body-bytes", c.limits.BodyBytes, "largest request body, after decompression")
 	fs.IntVar(&c.limits.Events, "max-events", c.limits.Events, "most events in one request")
 	registerEventLimitFlags(fs, &c.limits) // serve_decode.go; import takes them too
@@ -83,6 +87,7 @@ func serveFlags(args []string) (serveConfig, error) {
 	toolClasses := fs.String("tool-class", envOr("ONCETRACE_TOOL_CLASS", ""),
 		"classify OpenTelemetry tool calls without oncetrace.effect by tool-name glob, e.g. 'send_*=write,get_*=read,charge_*=unsafe'; unmatched tools are class unknown (env ONCETRACE_TOOL_CLASS)")
 	c.webhookFlags.register(fs)
+	c.spanMapFlags.register(fs)
 	c.listen.register(fs)
 	c.access.register(fs)
 	c.retention.register(fs)
@@ -92,6 +97,9 @@ func serveFlags(args []string) (serveConfig, error) {
 		c.taps = append(c.taps, t)
 		return err
 	})
+	if err := c.fingerprintIgnore.register(fs); err != nil {
+		return c, fmt.Errorf("serve: %w", err)
+	}
 	fs.BoolVar(&c.demo, "demo", false, "run the demo's scenarios against this server in the background at start-up (once per database)")
 	fs.DurationVar(&c.demoGap, "demo-gap", 0, "with --demo: how long the crash scenarios wait with no process running (default: just over --gap-threshold)")
 	if err := fs.Parse(args); err != nil {
@@ -102,6 +110,9 @@ func serveFlags(args []string) (serveConfig, error) {
 		return c, fmt.Errorf("serve: --tool-class: %w", err)
 	}
 	if c.webhooks, err = c.webhookFlags.config(); err != nil {
+		return c, err
+	}
+	if c.spanMap, err = c.spanMapFlags.spanMap("serve"); err != nil {
 		return c, err
 	}
 	if err := c.access.check(); err != nil {
@@ -216,7 +227,7 @@ func runServe(args []string) error {
 	// the database closes.
 	pruner := startPruner(ctx, db, c.retention, c.analysis, logger, metrics.ObservePrune)
 	defer pruner.stop()
-	srv := web.New(web.Config{DB: db, Writer: ingestWriter, Limits: c.limits, ToolClasses: c.toolClasses, Analysis: c.analysis, IngestToken: c.token, Webhooks: c.webhooks,
+	srv := web.New(web.Config{DB: db, Writer: ingestWriter, Limits: c.limits, ToolClasses: c.toolClasses, SpanMap: c.spanMap, Analysis: c.analysis, IngestToken: c.token, Webhooks: c.webhooks,
 		Logger: logger, Sandbox: c.sandbox, Hub: hub, AllowedOrigins: c.allowedOrigins, AllowedHosts: c.allowedHosts,
 		Auth: c.auth(), Metrics: metrics, MaxDecodeBytes: c.decode.maxBytes})
 
@@ -228,6 +239,9 @@ func runServe(args []string) error {
 	logger.Info("oncetrace serving", "url", "http://"+ln.Addr().String(), "db", redactedTarget(c.db), "engine", db.Engine(), "sync", syncMode, "version", version)
 	logger.Info("oncetrace redaction", "redact", strings.Join(c.limits.Redact.Terms(), ",")) // prune.go
 	logger.Info("oncetrace hosts", "allowed_hosts", strings.Join(c.allowedHosts, ","), "max_conns_per_ip", c.listen.maxConnsPerIP)
+	if c.spanMap != nil {
+		logger.Info("oncetrace span map", "files", strings.Join(c.spanMapFlags.files, ","), "dialects", strings.Join(c.spanMap.Dialects(), ","))
+	}
 	// The conventional OTLP/HTTP port, for exporters left at their default.
 	otlpServer := c.listen.httpServer(otlpOnly(srv))
 	if c.otlpAddr != "" {
@@ -259,7 +273,7 @@ func runServe(args []string) error {
 		go func() { serveErr <- sink.Serve(smtpLn) }()
 	}
 	// The recording proxies record through the same writer, so they stop before it.
-	taps, err := startServeTaps(c.taps, c.db, outbox.WriterRecorder{Writer: ingestWriter, Limits: c.limits, Feed: tap.Feed}, c.limits, logger)
+	taps, err := startServeTaps(c.taps, c.db, c.fingerprintIgnore, outbox.WriterRecorder{Writer: ingestWriter, Limits: c.limits, Feed: tap.Feed}, c.limits, logger)
 	if err != nil {
 		httpServer.Close()
 		otlpServer.Close()

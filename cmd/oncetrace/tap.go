@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -35,6 +36,48 @@ type tapOptions struct {
 	queueMaxBytes              int64
 	maxPeekBytes               int64
 	recordTimeout              time.Duration
+	// fingerprintIgnore holds every provider's fields; the tap takes its
+	// own provider's.
+	fingerprintIgnore fingerprintIgnore
+	redact            *ingest.Redactor // what effect summaries hide; the default terms when nil
+}
+
+// fingerprintIgnoreEnv holds --fingerprint-ignore entries, separated by ';'.
+const fingerprintIgnoreEnv = "ONCETRACE_FINGERPRINT_IGNORE"
+
+// fingerprintIgnore is --fingerprint-ignore PROVIDER=field1,field2
+// (repeatable) added to ONCETRACE_FINGERPRINT_IGNORE: the request fields a
+// provider's taps leave out of effect fingerprints besides
+// outbox.DefaultFingerprintIgnore.
+type fingerprintIgnore map[string][]string
+
+// register reads the environment variable, then adds each flag.
+func (f *fingerprintIgnore) register(fs *flag.FlagSet) error {
+	*f = fingerprintIgnore{}
+	if err := f.add(os.Getenv(fingerprintIgnoreEnv)); err != nil {
+		return fmt.Errorf("%s: %w", fingerprintIgnoreEnv, err)
+	}
+	fs.Func("fingerprint-ignore", "PROVIDER=field1,field2: request fields that provider's clients fill afresh on each send, left out of effect fingerprints "+
+		"besides the default list (idempotency_key, timestamp, nonce, request_id, ...; see docs/outbox.md) (repeatable; env "+fingerprintIgnoreEnv+", entries separated by ';')", f.add)
+	return nil
+}
+
+func (f fingerprintIgnore) add(v string) error {
+	m, err := outbox.ParseFingerprintIgnore(v)
+	for provider, fields := range m {
+		f[provider] = append(f[provider], fields...)
+	}
+	return err
+}
+
+// warnUnused logs the providers an entry names that no tap here records:
+// such an entry changes nothing, probably a misspelt name.
+func (f fingerprintIgnore) warnUnused(logger *slog.Logger, providers ...string) {
+	for provider := range f {
+		if !slices.Contains(providers, provider) {
+			logger.Warn("--fingerprint-ignore names a provider no tap here records; it changes nothing", "provider", provider, "taps", providers)
+		}
+	}
 }
 
 func tapFlags(args []string) (tapOptions, error) {
@@ -72,6 +115,9 @@ func tapFlags(args []string) (tapOptions, error) {
 	fs.Int64Var(&o.queueMaxBytes, "queue-max-bytes", outbox.DefaultQueueBytes, "the queue's cap; when full, the oldest effects are dropped and counted")
 	fs.Int64Var(&o.maxPeekBytes, "max-peek-bytes", tap.DefaultMaxPeekBytes, "how much of each request and response body the tap reads for the fields; longer bodies pass through whole, unread")
 	fs.DurationVar(&o.recordTimeout, "record-timeout", 5*time.Second, "how long a response waits for its effect to be recorded before the effect is queued instead")
+	if err := o.fingerprintIgnore.register(fs); err != nil {
+		return o, fmt.Errorf("tap: %w", err)
+	}
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -152,7 +198,8 @@ func launchTap(o tapOptions, next outbox.Recorder, limits ingest.Limits, logger 
 	}
 	rec := outbox.NewQueuedRecorder(next, q, outbox.QueuedConfig{Feed: tap.Feed, Limits: limits, Timeout: o.recordTimeout, Logger: logger})
 	tp, err := tap.New(tap.Config{Upstream: o.upstream, Provider: o.provider, UnsafeMethods: o.unsafeMethods, EffectIDField: o.effectIDField,
-		EffectIDHeaders: o.effectIDHeaders, TargetField: o.targetField, KeyHeaders: o.keyHeaders, MaxPeekBytes: o.maxPeekBytes, Faults: o.faults, Recorder: rec, Logger: logger})
+		EffectIDHeaders: o.effectIDHeaders, TargetField: o.targetField, KeyHeaders: o.keyHeaders, MaxPeekBytes: o.maxPeekBytes, Faults: o.faults, Recorder: rec, Logger: logger,
+		FingerprintIgnore: o.fingerprintIgnore[o.provider], Redact: o.redact})
 	if err != nil {
 		q.Close()
 		return nil, err
@@ -202,6 +249,7 @@ func runTap(args []string) error {
 		return err
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	o.fingerprintIgnore.warnUnused(logger, o.provider)
 	ctx, stop := signalContext()
 	defer stop()
 	if err := serverAnswers(ctx, o.server); err != nil {
@@ -279,13 +327,19 @@ type serveTaps []*runningTap
 
 // startServeTaps starts serve's --tap proxies, recording through the
 // server's own writer (next); each queues what fails beside the database,
-// in DB-tap-queue/NAME.
-func startServeTaps(specs []serveTapSpec, db string, next outbox.Recorder, limits ingest.Limits, logger *slog.Logger) (serveTaps, error) {
+// in DB-tap-queue/NAME. Their effect summaries hide what limits.Redact
+// names.
+func startServeTaps(specs []serveTapSpec, db string, ignore fingerprintIgnore, next outbox.Recorder, limits ingest.Limits, logger *slog.Logger) (serveTaps, error) {
 	var taps serveTaps
+	names := make([]string, len(specs))
+	for i, s := range specs {
+		names[i] = s.name
+	}
+	ignore.warnUnused(logger, names...)
 	for _, s := range specs {
 		o := tapOptions{listen: s.listen, upstream: s.upstream, provider: s.name, unsafeMethods: tap.DefaultUnsafeMethods,
 			keyHeaders: tap.DefaultKeyHeaders, queueDir: filepath.Join(db+"-tap-queue", s.name), queueMaxBytes: outbox.DefaultQueueBytes,
-			maxPeekBytes: tap.DefaultMaxPeekBytes, recordTimeout: 5 * time.Second}
+			maxPeekBytes: tap.DefaultMaxPeekBytes, recordTimeout: 5 * time.Second, fingerprintIgnore: ignore, redact: limits.Redact}
 		r, err := launchTap(o, next, limits, logger)
 		if err != nil {
 			taps.stop(context.Background())

@@ -438,6 +438,7 @@ func TestServeTapRecordsThroughTheWriterAndStopsWithTheServer(t *testing.T) {
 	tapAddr := fmt.Sprintf("127.0.0.1:%d", freeLoopbackPort(t))
 	dbPath := filepath.Join(t.TempDir(), "serve-tap.db")
 	srv := startDemoServer(t, dbPath, "serve.log", "--tap", "stripe-test="+api.URL+"@"+tapAddr)
+	waitServeTap(t, srv, tapAddr)
 
 	req, _ := http.NewRequest(http.MethodPost, "http://"+tapAddr+"/v1/charges", strings.NewReader("amount=4900&to=cus_9"))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -491,6 +492,8 @@ func TestTapCommandLineMistakes(t *testing.T) {
 		{"tap with a bad fault", []string{"tap", "--upstream", "http://127.0.0.1:1", "--provider", "x", "--fault", "lose-response=2"}, "probability"},
 		{"tap on every interface", []string{"tap", "--upstream", "http://127.0.0.1:1", "--provider", "x", "--listen", "0.0.0.0:0"}, "--insecure"},
 		{"tap on every interface, even with a token", []string{"tap", "--upstream", "http://127.0.0.1:1", "--provider", "x", "--listen", "0.0.0.0:0", "--token", "t"}, "--insecure"},
+		{"tap with a bad --fingerprint-ignore", []string{"tap", "--upstream", "http://127.0.0.1:1", "--provider", "x", "--fingerprint-ignore", "attempt"}, "PROVIDER=field1,field2"},
+		{"serve with a bad --fingerprint-ignore", []string{"serve", "--db", filepath.Join(t.TempDir(), "x.db"), "--fingerprint-ignore", "stripe="}, "name at least one field"},
 		{"serve with a bad --tap", []string{"serve", "--db", filepath.Join(t.TempDir(), "x.db"), "--tap", "stripe=https://api.stripe.com"}, "NAME=UPSTREAM@LISTEN"},
 		{"serve with a tap on every interface", []string{"serve", "--db", filepath.Join(t.TempDir(), "x.db"), "--tap", "stripe=https://api.stripe.com@0.0.0.0:0"}, "--insecure"},
 	}
@@ -501,5 +504,103 @@ func TestTapCommandLineMistakes(t *testing.T) {
 				t.Errorf("got exit %d and %q, want exit 2 mentioning %q", code, errOut, tt.wantErr)
 			}
 		})
+	}
+}
+
+// TestFingerprintIgnoreFlags: --fingerprint-ignore adds to what
+// ONCETRACE_FINGERPRINT_IGNORE holds, on tap and on serve.
+func TestFingerprintIgnoreFlags(t *testing.T) {
+	t.Setenv(fingerprintIgnoreEnv, "stripe=sent_at_ms; sendgrid=batch_id")
+	o, err := tapFlags([]string{"--upstream", "http://127.0.0.1:1", "--provider", "stripe", "--queue-dir", t.TempDir(),
+		"--fingerprint-ignore", "stripe=attempt,try", "--fingerprint-ignore", "stripe=x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := o.fingerprintIgnore["stripe"], []string{"sent_at_ms", "attempt", "try", "x"}; !slices.Equal(got, want) {
+		t.Errorf("tap: stripe's fields: got %q, want %q", got, want)
+	}
+	c, err := serveFlags([]string{"--db", filepath.Join(t.TempDir(), "x.db"), "--fingerprint-ignore", "sendgrid=send_at"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := c.fingerprintIgnore["sendgrid"], []string{"batch_id", "send_at"}; !slices.Equal(got, want) {
+		t.Errorf("serve: sendgrid's fields: got %q, want %q", got, want)
+	}
+	t.Setenv(fingerprintIgnoreEnv, "stripe")
+	if _, err := serveFlags([]string{"--db", filepath.Join(t.TempDir(), "x.db")}); err == nil || !strings.Contains(err.Error(), fingerprintIgnoreEnv) {
+		t.Errorf("a bad %s: got %v, want an error naming it", fingerprintIgnoreEnv, err)
+	}
+}
+
+// TestServeTapFingerprint: serve's tap gives two sends of one charge (a
+// fresh key each, as stripe-node sends, and a per-send field the provider's
+// --fingerprint-ignore names) one fingerprint, another amount another; an
+// entry for a provider no tap records is warned about.
+func TestServeTapFingerprint(t *testing.T) {
+	api := httptest.NewServer(newFakeStripe())
+	defer api.Close()
+	tapAddr := fmt.Sprintf("127.0.0.1:%d", freeLoopbackPort(t))
+	srv := startDemoServer(t, filepath.Join(t.TempDir(), "serve-tap.db"), "serve.log", "--tap", "stripe-test="+api.URL+"@"+tapAddr,
+		"--fingerprint-ignore", "stripe-test=attempt", "--fingerprint-ignore", "stirpe-test=attempt")
+	waitServeTap(t, srv, tapAddr)
+	charge := func(body string) string {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, "http://"+tapAddr+"/v1/charges", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Idempotency-Key", randomHex(16))
+		resp, err := demoHTTP.Do(req)
+		if err != nil {
+			t.Fatalf("POST through serve's tap: %v\n%s", err, srv.logText())
+		}
+		defer resp.Body.Close()
+		var c struct {
+			ID string `json:"id"`
+		}
+		json.NewDecoder(resp.Body).Decode(&c)
+		if resp.StatusCode != http.StatusOK || c.ID == "" {
+			t.Fatalf("POST through serve's tap: got %d, want 200 and a charge", resp.StatusCode)
+		}
+		return c.ID
+	}
+	first := charge("amount=2000&currency=usd&customer=cus_123&metadata[attempt]=1")
+	second := charge("customer=cus_123&metadata[attempt]=2&currency=usd&amount=2000")
+	other := charge("amount=2500&currency=usd&customer=cus_123&metadata[attempt]=1")
+	var effects struct {
+		Effects []struct {
+			EffectID    string `json:"effect_id"`
+			Fingerprint string `json:"fingerprint"`
+			Summary     string `json:"summary"`
+		} `json:"effects"`
+	}
+	getJSON(t, srv.url+"/api/v1/effects?provider=stripe-test", &effects)
+	fp := map[string]string{}
+	for _, e := range effects.Effects {
+		fp[e.EffectID] = e.Fingerprint
+		if e.EffectID == first && e.Summary != "POST /v1/charges amount=2000 currency=usd customer=cus_123" {
+			t.Errorf("summary: got %q", e.Summary)
+		}
+	}
+	if len(fp) != 3 || !strings.HasPrefix(fp[first], "http:") || fp[first] != fp[second] || fp[other] == fp[first] {
+		t.Errorf("fingerprints: got %v, want %s and %s alike (http:...), %s another", fp, first, second, other)
+	}
+	if !strings.Contains(srv.logText(), "no tap here records") || !strings.Contains(srv.logText(), "stirpe-test") {
+		t.Errorf("serve's log: got no warning about --fingerprint-ignore stirpe-test:\n%s", srv.logText())
+	}
+}
+
+// waitServeTap waits for a tap of serve to answer its status endpoint:
+// serve starts its taps after its own listener answers /healthz.
+func waitServeTap(t *testing.T, srv *demoServer, addr string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if resp, err := demoHTTP.Get("http://" + addr + "/_oncetrace/tap"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve's tap on %s: no status endpoint within 30s\n%s", addr, srv.logText())
+		}
 	}
 }

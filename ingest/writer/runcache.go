@@ -346,8 +346,10 @@ func (s *runSource) run(id string) (trace.Run, *cachedRun, error) {
 	// LoadRun folded the HTTP calls into the attempts; the cache keeps
 	// them as read, so read the attempts' own keys back from the spans'
 	// absence: a run without spans is unchanged by the fold.
-	if len(run.Spans) > 0 {
-		return run, nil, nil // kept out of the cache: patching needs the unfolded attempts
+	if len(run.Spans) > 0 || slices.ContainsFunc(run.Effects, func(f trace.Effect) bool { return f.JoinedExecutionID != "" }) {
+		// Kept out of the cache: patching needs the unfolded attempts, and
+		// knows no effect a stray trace joined to the run.
+		return run, nil, nil
 	}
 	e := newCachedRun(run)
 	s.pending[id] = e

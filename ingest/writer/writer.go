@@ -456,6 +456,7 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 	var renumber []store.StepRef                 // steps with an attempt identified by its span
 	traces := map[string]bool{}                  // traces an effect of this commit came from
 	renamedTraces := map[string]bool{}           // traces whose spans name an execution other than the trace id
+	strayCandidates := map[string]bool{}         // traces whose effects may have joined or left an execution (store/stray.go)
 	ensured := map[string]bool{}
 	// ensure creates an execution an attempt or effect names, once a commit.
 	ensure := func(id string) error {
@@ -466,8 +467,18 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 		return tx.EnsureExecution(id)
 	}
 
+	var attemptsFrom, attemptsTo time.Time // the span of the attempts stored, for stray effects in it
 	// noteAttempt records what a stored attempt changed.
 	noteAttempt := func(a trace.Attempt) {
+		if !a.StartedAt.IsZero() {
+			if attemptsFrom.IsZero() || a.StartedAt.Before(attemptsFrom) {
+				attemptsFrom = a.StartedAt
+			}
+			attemptsTo = maxTime(attemptsTo, a.StartedAt, a.EndedAt)
+		}
+		if a.TraceID != "" {
+			strayCandidates[a.TraceID] = true
+		}
 		ref := store.StepRef{ExecutionID: a.ExecutionID, StepID: a.StepID}
 		ch.steps[ref] = true
 		if a.TraceID != "" && a.TraceID != a.ExecutionID {
@@ -582,6 +593,7 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 				return out, err
 			}
 			ch.spans[[2]string{sp.TraceID, sp.SpanID}] = true
+			strayCandidates[sp.TraceID] = true
 			if sp.TraceID != sp.ExecutionID {
 				renamedTraces[sp.TraceID] = true
 			}
@@ -607,6 +619,7 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 			}
 			if f.TraceID != "" {
 				traces[f.TraceID] = true
+				strayCandidates[f.TraceID] = true
 				if f.ExecutionID == "" {
 					// Its trace names its execution: the one whose spans came
 					// from it, else, until they arrive, the trace id itself.
@@ -648,6 +661,29 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 		}
 	}
 
+	// A trace of nothing but lone HTTP spans is no execution: its effects
+	// join the execution whose attempt was in flight (store/stray.go),
+	// decided again whenever a span, attempt or effect could change that.
+	joins, err := tx.JoinStrayEffects(setList(strayCandidates), attemptsFrom, attemptsTo)
+	if err != nil {
+		return out, err
+	}
+	for _, id := range joins.Executions {
+		executions[id] = true
+		ch.executions[id] = true
+		if cache != nil {
+			delete(cache.runs, id) // read whole: its effects changed in a way patching does not follow
+		}
+	}
+	for _, id := range joins.Dropped {
+		delete(executions, id)
+		ch.executions[id] = true
+	}
+	for _, ref := range joins.Effects {
+		ch.effects[ref] = true
+		effectRefs = append(effectRefs, ref)
+	}
+
 	seenSteps := map[store.StepRef]bool{}
 	for _, ref := range renumber {
 		if seenSteps[ref] {
@@ -664,7 +700,7 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 	if err != nil {
 		return out, err
 	}
-	orphanExecutions, err := tx.RecheckOrphans(effectRefs, keyList, steps)
+	orphanExecutions, err := tx.RecheckOrphans(effectRefs, keyList, steps, cfg.RepeatWindow)
 	if err != nil {
 		return out, err
 	}
@@ -710,6 +746,16 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 	}
 	out.runs = src.pending
 	return out, nil
+}
+
+// maxTime is the latest of t and the non-zero times.
+func maxTime(t time.Time, times ...time.Time) time.Time {
+	for _, u := range times {
+		if u.After(t) {
+			t = u
+		}
+	}
+	return t
 }
 
 // saveAnalyses audits the runs and stores what they derive (findings,
@@ -838,7 +884,10 @@ func ownerEffectStates(tx *store.Tx, runs []trace.Run, analyses []trace.RunAnaly
 			if f.ExecutionID != "" {
 				owners[f.ExecutionID] = true
 			}
-			if f.TraceID != "" {
+			if f.JoinedExecutionID != "" {
+				owners[f.JoinedExecutionID] = true
+			}
+			if f.TraceID != "" && !f.StrayTrace {
 				traces[f.TraceID] = true
 			}
 			switch k := f.IdempotencyKey; {

@@ -293,6 +293,7 @@ func (s *Sandbox) deliver(ctx context.Context, msg Message, key string, entry *L
 	id := newMessageID()
 	effect := trace.Effect{Provider: Provider, ID: id, IdempotencyKey: key, ExecutionID: entry.Execution,
 		StepID: entry.Step, Target: msg.To, At: s.cfg.Now().UTC(), TraceID: entry.TraceID, SpanID: entry.SpanID}
+	effect.Fingerprint, effect.Summary = msg.fingerprint()
 	if entry.Execution == "" {
 		effect.StepID = "" // a step means nothing without its execution
 	}
@@ -340,6 +341,13 @@ func replayed(body []byte) []byte {
 	m["deduplicated"] = true
 	out, _ := json.Marshal(m)
 	return out
+}
+
+// fingerprint is what the message asked for (outbox.Mail): two sends of
+// one email match whatever their keys, so a retry that went out twice
+// shows as one fingerprint twice.
+func (m Message) fingerprint() (fingerprint, summary string) {
+	return outbox.Mail{Recipients: []string{m.To}, Subject: m.Subject, Body: []string{m.Body}}.Fingerprint()
 }
 
 func paramsHash(m Message) string {

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/oncetrace/oncetrace/ingest"
+	"github.com/oncetrace/oncetrace/ingest/outbox"
 	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/store/sqlite"
@@ -275,7 +276,9 @@ func TestFirstRequestWithKeyExecutes(t *testing.T) {
 
 	effects := e.wantEffects(t, 1)
 	want := trace.Effect{Provider: sandbox.Provider, ID: got.sent.ID, IdempotencyKey: "ik_a94a0b1d",
-		ExecutionID: "exec_01H8", StepID: "step-4", Target: invoice.To}
+		ExecutionID: "exec_01H8", StepID: "step-4", Target: invoice.To,
+		Summary: "email to jordan@acme.dev, subject 'Your June invoice'"}
+	want.Fingerprint, _ = outbox.Mail{Recipients: []string{invoice.To}, Subject: invoice.Subject, Body: []string{invoice.Body}}.Fingerprint()
 	gotEffect := effects[0].Effect
 	gotEffect.At = time.Time{}
 	if !reflect.DeepEqual(gotEffect, want) {
@@ -907,5 +910,56 @@ func TestSandboxLog(t *testing.T) {
 	}
 	if l := got[len(got)-1]; l.Execution != "exec_log" || l.Step != "step-4" || l.To != invoice.To {
 		t.Errorf("first log line: got %+v, want execution exec_log, step step-4, to %s", l, invoice.To)
+	}
+}
+
+// Two sends of one email with different keys (a client such as stripe-node
+// puts a fresh key on every request) are two deliveries with one
+// fingerprint: what the audit needs to call them one intent sent twice.
+// Another recipient is another fingerprint.
+func TestEffectsCarryTheMailFingerprint(t *testing.T) {
+	e := newEnv(t, web.Config{})
+	wantDelivered(t, "first send", e.send(t, req{key: "ik_first", execution: "exec_fp"}), "ik_first")
+	crlf := invoice
+	crlf.Body += "\r\n"
+	wantDelivered(t, "second send, another key", e.send(t, req{key: "ik_second", execution: "exec_fp", msg: crlf}), "ik_second")
+	other := invoice
+	other.To = "sam@acme.dev"
+	wantDelivered(t, "to someone else", e.send(t, req{key: "ik_third", execution: "exec_fp", msg: other}), "ik_third")
+
+	byTarget := map[string][]store.EffectRow{}
+	for _, eff := range e.wantEffects(t, 3) {
+		byTarget[eff.Target] = append(byTarget[eff.Target], eff)
+	}
+	jordan, sam := byTarget["jordan@acme.dev"], byTarget["sam@acme.dev"]
+	if len(jordan) != 2 || len(sam) != 1 {
+		t.Fatalf("effects by target: got %d to jordan and %d to sam, want 2 and 1", len(jordan), len(sam))
+	}
+	if fp := jordan[0].Fingerprint; !strings.HasPrefix(fp, "mail:") || fp != jordan[1].Fingerprint {
+		t.Errorf("two sends of one email with different keys: got fingerprints %q and %q, want one mail: fingerprint", fp, jordan[1].Fingerprint)
+	}
+	if sam[0].Fingerprint == jordan[0].Fingerprint || sam[0].Fingerprint == "" {
+		t.Errorf("another recipient: got fingerprint %q, want another one than %q", sam[0].Fingerprint, jordan[0].Fingerprint)
+	}
+	if want := "email to jordan@acme.dev, subject 'Your June invoice'"; jordan[0].Summary != want {
+		t.Errorf("summary: got %q, want %q", jordan[0].Summary, want)
+	}
+
+	// With no step reported at all, the outbox alone proves the duplicate.
+	status, data := e.do(t, http.MethodGet, "/api/v1/executions/exec_fp", "")
+	var run struct {
+		Findings []trace.Finding `json:"findings"`
+	}
+	if err := json.Unmarshal(data, &run); status != http.StatusOK || err != nil {
+		t.Fatalf("GET /api/v1/executions/exec_fp: got %d %s", status, data)
+	}
+	var dups []trace.Finding
+	for _, f := range run.Findings {
+		if f.Rule == trace.RuleDuplicateEffect {
+			dups = append(dups, f)
+		}
+	}
+	if len(dups) != 1 || dups[0].Severity != trace.SeverityCritical || len(dups[0].Effects) != 2 {
+		t.Errorf("findings: got %+v, want one critical duplicate_effect naming the two emails to jordan", run.Findings)
 	}
 }

@@ -1,7 +1,8 @@
 // Package tap is oncetrace's recording proxy: a reverse proxy a user puts
 // between an agent and any HTTP API, which records every side effect the
 // API acknowledged as an effect (provider, effect id, idempotency key,
-// target, the request's W3C trace context) and can inject the sandbox's
+// target, the request's W3C trace context, the fingerprint of what it
+// asked: outbox.HTTPRequest) and can inject the sandbox's
 // faults on the way. It passes requests and responses through unchanged
 // and streams bodies, looking at no more than a bounded prefix of each;
 // a failure to record never fails the proxied request. It reads no flags

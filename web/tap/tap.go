@@ -85,6 +85,13 @@ type Config struct {
 	// fields; DefaultMaxPeekBytes when zero. A longer body is passed
 	// through whole, and none of its fields is read.
 	MaxPeekBytes int64
+	// FingerprintIgnore are request fields left out of each effect's
+	// fingerprint besides outbox.DefaultFingerprintIgnore: fields this
+	// provider's clients fill afresh on every send of one intent.
+	FingerprintIgnore []string
+	// Redact names the request fields whose values an effect's summary
+	// hides; ingest.DefaultRedactKeys when nil.
+	Redact *ingest.Redactor
 	// Faults are the standing faults, applied to unsafe requests that carry
 	// no X-Oncetrace-Fault header.
 	Faults []sandbox.Fault
@@ -113,6 +120,7 @@ type Tap struct {
 	upstream *url.URL
 	proxy    *httputil.ReverseProxy
 	unsafe   map[string]bool
+	ignore   outbox.IgnoredFields
 
 	closing   chan struct{}
 	closeOnce sync.Once
@@ -136,6 +144,8 @@ type LogEntry struct {
 	EffectID       string    `json:"effect_id,omitempty"`
 	IdempotencyKey string    `json:"idempotency_key,omitempty"`
 	Target         string    `json:"target,omitempty"`
+	Fingerprint    string    `json:"fingerprint,omitempty"`
+	Summary        string    `json:"summary,omitempty"`
 	ExecutionID    string    `json:"execution_id,omitempty"`
 	StepID         string    `json:"step_id,omitempty"`
 	TraceID        string    `json:"trace_id,omitempty"`
@@ -182,6 +192,9 @@ func New(cfg Config) (*Tap, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Redact == nil {
+		cfg.Redact = ingest.NewRedactor(ingest.DefaultRedactKeys)
+	}
 	if cfg.Transport == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		// Asking for gzip on the client's behalf would have the Transport
@@ -191,7 +204,8 @@ func New(cfg Config) (*Tap, error) {
 		tr.DisableCompression = true
 		cfg.Transport = tr
 	}
-	t := &Tap{cfg: cfg, upstream: u, unsafe: map[string]bool{}, closing: make(chan struct{}), faults: map[string]int64{}}
+	t := &Tap{cfg: cfg, upstream: u, unsafe: map[string]bool{}, ignore: outbox.NewIgnoredFields(cfg.FingerprintIgnore...),
+		closing: make(chan struct{}), faults: map[string]int64{}}
 	for _, m := range cfg.UnsafeMethods {
 		t.unsafe[strings.ToUpper(strings.TrimSpace(m))] = true
 	}
@@ -220,19 +234,19 @@ func (t *Tap) Close() {
 
 // exchange is what the tap knows of one request while it is proxied.
 type exchange struct {
-	unsafe              bool
-	method, uri, path   string
-	key, target         string
-	execution, step     string
-	traceID, spanID     string
-	contentType         string
-	nonce               [16]byte
-	lose                *sandbox.Fault
-	replayed            bool // the answer said Idempotent-Replayed: true
-	faultNames          []string
-	request             *prefix
-	forwarded, answered time.Time
-	status              int
+	unsafe                       bool
+	method, uri, path, rawQuery  string
+	key, target                  string
+	execution, step              string
+	traceID, spanID              string
+	contentType, contentEncoding string
+	nonce                        [16]byte
+	lose                         *sandbox.Fault
+	replayed                     bool // the answer said Idempotent-Replayed: true
+	faultNames                   []string
+	request                      *prefix
+	forwarded, answered          time.Time
+	status                       int
 }
 
 type exchangeKey struct{}
@@ -249,7 +263,8 @@ func (t *Tap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		t.serveStatus(w, r)
 		return
 	}
-	ex := &exchange{unsafe: t.unsafe[r.Method], method: r.Method, uri: r.URL.RequestURI(), path: r.URL.Path, contentType: r.Header.Get("Content-Type")}
+	ex := &exchange{unsafe: t.unsafe[r.Method], method: r.Method, uri: r.URL.RequestURI(), path: r.URL.Path, rawQuery: r.URL.RawQuery,
+		contentType: r.Header.Get("Content-Type"), contentEncoding: r.Header.Get("Content-Encoding")}
 	faults, err := t.faultsFor(r, ex.unsafe)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "%s: %v", sandbox.HeaderFault, err)
@@ -421,6 +436,7 @@ func (t *Tap) record(ctx context.Context, ex *exchange, header http.Header, body
 			e.Target = v
 		}
 	}
+	e.Fingerprint, e.Summary = t.fingerprint(ex, reqData, reqWhole)
 	fromBody := false
 	for _, h := range t.cfg.EffectIDHeaders {
 		if id := header.Get(h); usableID(id, t.cfg.Provider) {
@@ -453,7 +469,7 @@ func (t *Tap) record(ctx context.Context, ex *exchange, header http.Header, body
 	t.effects++
 	t.mu.Unlock()
 	outcome, err := t.cfg.Recorder.Record(ctx, e)
-	entry := LogEntry{EffectID: e.ID, Target: e.Target, Record: string(outcome)}
+	entry := LogEntry{EffectID: e.ID, Target: e.Target, Fingerprint: e.Fingerprint, Summary: e.Summary, Record: string(outcome)}
 	if err != nil {
 		entry.Error = err.Error()
 	}
@@ -468,6 +484,23 @@ func (t *Tap) record(ctx context.Context, ex *exchange, header http.Header, body
 	default:
 		t.cfg.Logger.Error("tap effect not recorded", append(attrs, "err", err)...)
 	}
+}
+
+// fingerprint is what the request asked for (outbox.HTTPRequest): method,
+// path, query and canonical body, without the fields that differ between
+// two sends of one intent. A body longer than MaxPeekBytes was not read:
+// it gets no fingerprint, since a prefix could make two different
+// requests look the same. A body in a Content-Encoding the tap does not
+// undo is compared as its bytes.
+func (t *Tap) fingerprint(ex *exchange, body []byte, whole bool) (fingerprint, summary string) {
+	if !whole {
+		return "", outbox.ClipSummary(fmt.Sprintf("%s %s (a body over %d bytes, not read)", ex.method, ex.path, t.cfg.MaxPeekBytes))
+	}
+	if plain, ok := decoded(ex.contentEncoding, body, t.cfg.MaxPeekBytes); ok {
+		body = plain
+	}
+	r := outbox.HTTPRequest{Method: ex.method, Path: ex.path, RawQuery: ex.rawQuery, ContentType: ex.contentType, Body: body}
+	return r.Fingerprint(t.ignore, t.cfg.Redact)
 }
 
 // requestID names an effect whose answer gave no usable id: a hash of the

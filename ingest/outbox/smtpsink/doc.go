@@ -2,7 +2,8 @@
 // (github.com/emersion/go-smtp) that accepts every message an agent sends
 // and records it as one effect of provider smtp — effect id its
 // Message-ID, target its envelope recipients, key its Idempotency-Key
-// header, trace context its traceparent header — committed before the
+// header, trace context its traceparent header, fingerprint its
+// recipients, subject and decoded content (outbox.Mail) — committed before the
 // server answers 250, so a message is never acknowledged and lost. It
 // keeps the raw message for the UI, and reads one for showing
 // (ReadMessage).

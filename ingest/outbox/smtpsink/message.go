@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"cmp"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -31,6 +33,10 @@ type Message struct {
 	HasHTML     bool
 	Attachments []Attachment
 	Problems    []string
+	// attachmentDigests are the SHA-256 of each attachment's decoded
+	// content, in the order of Attachments: a message's fingerprint covers
+	// what it attached, which is never shown.
+	attachmentDigests []string
 }
 
 // HeaderField is one header field as the message carries it, unfolded,
@@ -208,6 +214,8 @@ func (w *walker) part(h textproto.MIMEHeader, body []byte, depth int) {
 		w.m.HTML, w.m.HasHTML = w.text(content, params["charset"], "HTML"), true
 	default:
 		w.m.Attachments = append(w.m.Attachments, Attachment{Name: name, ContentType: mediaType, Size: len(content)})
+		sum := sha256.Sum256(content)
+		w.m.attachmentDigests = append(w.m.attachmentDigests, hex.EncodeToString(sum[:]))
 	}
 }
 

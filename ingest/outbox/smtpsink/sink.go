@@ -311,7 +311,27 @@ func (s *Sink) effect(h textproto.MIMEHeader, raw []byte, rcpts []string, at tim
 		At:             at,
 	}
 	e.TraceID, e.SpanID = outbox.ParseTraceContext(h.Get(HeaderTraceparent))
+	e.Fingerprint, e.Summary = ReadMessage(raw).fingerprint(rcpts)
 	return e
+}
+
+// fingerprint is what a message asked for (outbox.Mail): its envelope
+// recipients (Bcc included, as delivered), its subject, and its text, HTML
+// and attachments as decoded. What differs between two sends of one
+// message (Message-ID, Date, MIME boundaries, transfer encodings, line
+// endings) is not part of it.
+func (m Message) fingerprint(rcpts []string) (fingerprint, summary string) {
+	var body []string
+	if m.HasText {
+		body = append(body, "text:"+m.Text)
+	}
+	if m.HasHTML {
+		body = append(body, "html:"+m.HTML)
+	}
+	for i, a := range m.Attachments {
+		body = append(body, "attachment:"+a.Name+" "+a.ContentType+" sha256:"+m.attachmentDigests[i])
+	}
+	return outbox.Mail{Recipients: rcpts, Subject: m.Get("Subject"), Body: body}.Fingerprint()
 }
 
 // messageID is a message's effect id: its Message-ID as sent; a hash of

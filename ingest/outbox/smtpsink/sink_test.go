@@ -3,6 +3,7 @@ package smtpsink_test
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"errors"
 	"io"
 	"log/slog"
@@ -421,5 +422,59 @@ func TestSinkSlowDataIsTransient(t *testing.T) {
 	}
 	if got := s.effects(t); len(got) != 0 {
 		t.Errorf("effects: got %+v, want none", got)
+	}
+}
+
+// multipartMail is an invoice as a mail library sends it: a new Message-ID,
+// Date and boundary on every send, text and HTML, and a PDF attached.
+func multipartMail(boundary, messageID, key, pdf string) string {
+	return strings.Join([]string{
+		"From: Billing <billing@acme.dev>", "To: Jordan <jordan@acme.dev>", "Subject: =?UTF-8?Q?Your_June_invoice?=",
+		"Message-ID: " + messageID, "Date: " + time.Now().Format(time.RFC1123Z), "Idempotency-Key: " + key,
+		"MIME-Version: 1.0", `Content-Type: multipart/mixed; boundary="` + boundary + `"`, "",
+		"--" + boundary, `Content-Type: text/plain; charset=utf-8`, "Content-Transfer-Encoding: quoted-printable", "",
+		"Hello Jordan, your June invoice is attached.", "",
+		"--" + boundary, `Content-Type: text/html; charset=utf-8`, "", "<p>Hello Jordan, your June invoice is attached.</p>", "",
+		"--" + boundary, `Content-Type: application/pdf; name="invoice.pdf"`, "Content-Transfer-Encoding: base64",
+		`Content-Disposition: attachment; filename="invoice.pdf"`, "", base64.StdEncoding.EncodeToString([]byte(pdf)), "",
+		"--" + boundary + "--", "",
+	}, "\r\n")
+}
+
+// TestSinkFingerprint: two sends of one invoice by a client that makes a
+// new Message-ID, Date, boundary and key each time are two effects with one
+// fingerprint; another attachment or another recipient is another one.
+func TestSinkFingerprint(t *testing.T) {
+	s := startSink(t, smtpsink.Config{})
+	send := func(rcpts []string, msg string) {
+		t.Helper()
+		if err := smtp.SendMail(s.addr, nil, "billing@acme.dev", rcpts, []byte(msg)); err != nil {
+			t.Fatalf("SendMail: %v", err)
+		}
+	}
+	send([]string{"jordan@acme.dev", "ap@acme.dev"}, multipartMail("b1", "<m1@agent>", "ik_1", "%PDF-1.7 June"))
+	send([]string{"AP@acme.dev", "Jordan@Acme.dev"}, multipartMail("other-boundary", "<m2@agent>", "ik_2", "%PDF-1.7 June"))
+	send([]string{"jordan@acme.dev", "ap@acme.dev"}, multipartMail("b1", "<m3@agent>", "ik_3", "%PDF-1.7 July"))
+	send([]string{"jordan@acme.dev"}, multipartMail("b1", "<m4@agent>", "ik_4", "%PDF-1.7 June"))
+	fp := map[string]string{}
+	for _, e := range s.effects(t) {
+		if !strings.HasPrefix(e.Fingerprint, "mail:") {
+			t.Fatalf("effect %s: got fingerprint %q, want mail:...", e.ID, e.Fingerprint)
+		}
+		fp[e.ID] = e.Fingerprint
+		if e.ID == "<m1@agent>" {
+			if want := "email to ap@acme.dev, jordan@acme.dev, subject 'Your June invoice'"; e.Summary != want {
+				t.Errorf("summary: got %q, want %q", e.Summary, want)
+			}
+		}
+	}
+	if len(fp) != 4 {
+		t.Fatalf("effects: got %d, want 4", len(fp))
+	}
+	if fp["<m1@agent>"] != fp["<m2@agent>"] {
+		t.Errorf("one invoice sent twice: got fingerprints %s and %s, want one", fp["<m1@agent>"], fp["<m2@agent>"])
+	}
+	if fp["<m3@agent>"] == fp["<m1@agent>"] || fp["<m4@agent>"] == fp["<m1@agent>"] || fp["<m3@agent>"] == fp["<m4@agent>"] {
+		t.Errorf("another attachment, another recipient: got fingerprints %v, want each its own", fp)
 	}
 }

@@ -1,7 +1,8 @@
 // Package webhook reads providers' webhook deliveries as outbox effects:
 // a built-in mapping for Stripe events, and a small generic JSON mapping
-// (dotted field paths for the effect id, key, target, time, execution and
-// trace context) in which the SendGrid, Postmark and Mailgun presets are
+// (dotted field paths for the effect id, key, target, time, execution,
+// trace context, and the fields whose values make the effect's
+// fingerprint, with a summary template) in which the SendGrid, Postmark and Mailgun presets are
 // written and users add their own. It also checks the providers'
 // signatures.
 //

@@ -35,6 +35,11 @@ type spec struct {
 	TraceID     field    `json:"trace_id"`
 	SpanID      field    `json:"span_id"`
 	Required    []string `json:"required"`
+	// Fingerprint names the fields that say what was asked, all of which
+	// make the effect's fingerprint; Summary says it in a line, {path}
+	// standing for a field's value.
+	Fingerprint field  `json:"fingerprint"`
+	Summary     string `json:"summary"`
 
 	Signature Signature `json:"signature"`
 }
@@ -100,9 +105,13 @@ func parseGeneric(name string, data []byte) (Mapping, error) {
 	if err := s.Signature.validate(); err != nil {
 		return Mapping{}, fmt.Errorf("signature: %w", err)
 	}
+	summary, err := parseSummary(s.Summary)
+	if err != nil {
+		return Mapping{}, fmt.Errorf("summary: %w", err)
+	}
 	g := &generic{provider: s.Provider, fields: fields{effectID: s.EffectID, key: s.Key, target: s.Target, at: s.At, atFormat: s.AtFormat,
 		executionID: s.ExecutionID, stepID: s.StepID, traceparent: s.Traceparent, traceID: s.TraceID, spanID: s.SpanID,
-		required: s.Required}}
+		required: s.Required, fingerprint: []path(s.Fingerprint), summary: summary}}
 	for _, r := range s.Required {
 		from, ok := requirable[r]
 		if !ok {

@@ -247,6 +247,10 @@ type fields struct {
 	// required names the effect fields besides effect_id that a payload
 	// must carry ("key", "at", ...).
 	required []string
+	// fingerprint are the paths whose values make the fingerprint, all of
+	// them (not the first present); summary, when set, says it in a line.
+	fingerprint []path
+	summary     *summaryTemplate
 }
 
 // effect reads one event as an effect of provider.
@@ -312,6 +316,7 @@ func (f *fields) effect(provider string, it item) (Effect, error) {
 			return Effect{}, err
 		}
 	}
+	e.Fingerprint, e.Summary = f.readFingerprint(it)
 	return e, nil
 }
 

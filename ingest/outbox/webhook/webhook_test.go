@@ -219,6 +219,102 @@ func TestPresets(t *testing.T) {
 	}
 }
 
+// TestPresetFingerprints: the mail presets fingerprint what their payloads
+// say of the message. Mailgun's carry its To and Subject headers: an
+// accepted and a delivered event, or another message with another key, id
+// and recipient event of one email, share a fingerprint; another subject
+// does not. SendGrid's and Postmark's carry no subject: no fingerprint.
+func TestPresetFingerprints(t *testing.T) {
+	ms := Builtin()
+	mailgun := func(payload string) Effect {
+		t.Helper()
+		res, err := ms["mailgun"].Map([]byte(payload))
+		if err != nil || len(res.Effects) != 1 {
+			t.Fatalf("mailgun: got %+v, %v", res, err)
+		}
+		return res.Effects[0]
+	}
+	first := mailgun(mailgunDelivered)
+	if !strings.HasPrefix(first.Fingerprint, "webhook:") || first.Summary != "email to Alice <alice@example.com>, subject 'Your June invoice'" {
+		t.Fatalf("mailgun: got fingerprint %q, summary %q", first.Fingerprint, first.Summary)
+	}
+	for name, edit := range map[string]*strings.Replacer{
+		"the accepted event":         strings.NewReplacer(`"event": "delivered"`, `"event": "accepted"`),
+		"another message, key, time": strings.NewReplacer("20130503182626.18666.16540", "20130503182699.1.1", "ik_a94a0b1d", "ik_other", "1521472262.908181", "1521472272.1"),
+		"another recipient's event":  strings.NewReplacer(`"recipient": "alice@example.com"`, `"recipient": "carol@example.com"`),
+	} {
+		if got := mailgun(edit.Replace(mailgunDelivered)); got.Fingerprint != first.Fingerprint {
+			t.Errorf("mailgun, %s: got fingerprint %s, want %s", name, got.Fingerprint, first.Fingerprint)
+		}
+	}
+	if got := mailgun(strings.Replace(mailgunDelivered, "Your June invoice", "Your July invoice", 1)); got.Fingerprint == first.Fingerprint {
+		t.Errorf("mailgun, another subject: got the same fingerprint %s", got.Fingerprint)
+	}
+	if got := mailgun(strings.Replace(mailgunDelivered, `, "subject": "Your June invoice"`, "", 1)); got.Fingerprint != "" ||
+		got.Summary != "email to Alice <alice@example.com>, subject '?'" {
+		t.Errorf("mailgun without a subject: got fingerprint %q, summary %q; want none, and ? in the summary", got.Fingerprint, got.Summary)
+	}
+	sg, _ := ms["sendgrid"].Map([]byte(sendGridBatch))
+	pm, _ := ms["postmark"].Map([]byte(postmarkDelivery))
+	for _, e := range append(sg.Effects, pm.Effects...) {
+		if e.Fingerprint != "" || e.Summary != "" {
+			t.Errorf("%s: got fingerprint %q, summary %q; want none: its payload does not say what was sent", e.Provider, e.Fingerprint, e.Summary)
+		}
+	}
+}
+
+// TestMappingFingerprint: a user's mapping names the fields of its
+// fingerprint in the path syntax, all of which must be present, and a
+// summary template; without a template the summary lists the fields.
+func TestMappingFingerprint(t *testing.T) {
+	ms, err := ParseMap([]byte(`{
+	  "notify": {"effect_id": "id", "fingerprint": ["$.recipient", "$.subject"], "summary": "notice to {recipient}: {subject} {tags}"},
+	  "plain": {"effect_id": "id", "fingerprint": "order.lines"}
+	}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(mapping, payload string) Effect {
+		t.Helper()
+		res, err := ms[mapping].Map([]byte(payload))
+		if err != nil || len(res.Effects) != 1 {
+			t.Fatalf("%s %s: got %+v, %v", mapping, payload, res, err)
+		}
+		return res.Effects[0]
+	}
+	a := read("notify", `{"id": "n1", "recipient": "a@x", "subject": "Hi", "sent_at": 1, "tags": ["x", 2]}`)
+	b := read("notify", `{"id": "n2", "subject": "Hi", "recipient": "a@x", "sent_at": 2}`)
+	c := read("notify", `{"id": "n3", "recipient": "b@x", "subject": "Hi"}`)
+	if !strings.HasPrefix(a.Fingerprint, "webhook:") || a.Fingerprint != b.Fingerprint || a.Fingerprint == c.Fingerprint {
+		t.Errorf("got fingerprints %q %q %q, want the first two alike, the third another", a.Fingerprint, b.Fingerprint, c.Fingerprint)
+	}
+	if a.Summary != `notice to a@x: Hi ["x",2]` || b.Summary != "notice to a@x: Hi ?" {
+		t.Errorf("summaries: got %q and %q", a.Summary, b.Summary)
+	}
+	if d := read("notify", `{"id": "n4", "recipient": "a@x", "subject": null}`); d.Fingerprint != "" {
+		t.Errorf("a field null: got fingerprint %q, want none", d.Fingerprint)
+	}
+	p := read("plain", `{"id": "o1", "order": {"lines": [{"sku": "A", "qty": 2}]}}`)
+	if !strings.HasPrefix(p.Fingerprint, "webhook:") || p.Summary != `order.lines=[{"qty":2,"sku":"A"}]` {
+		t.Errorf("a mapping without a summary: got %q, %q", p.Fingerprint, p.Summary)
+	}
+	deep := `{"id": "o2", "order": {"lines": ` + strings.Repeat("[", 100) + strings.Repeat("]", 100) + `}}`
+	if q := read("plain", deep); q.Fingerprint != "" {
+		t.Errorf("a value nested 100 deep: got fingerprint %q, want none", q.Fingerprint)
+	}
+	for _, tc := range []struct{ file, want string }{
+		{`{"x": {"effect_id": "id", "fingerprint": ["a..b"]}}`, "empty segment"},
+		{`{"x": {"effect_id": "id", "fingerprint": 3}}`, "must be a path or a list of paths"},
+		{`{"x": {"effect_id": "id", "summary": "to {recipient"}}`, "summary: \"to {recipient\": a '{' without its '}'"},
+		{`{"x": {"effect_id": "id", "summary": "to {}"}}`, "summary: {}: empty path"},
+		{`{"x": {"effect_id": "id", "summary": "no fields"}}`, "summary: name at least one field"},
+	} {
+		if _, err := ParseMap([]byte(tc.file)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ParseMap(%s): got %v, want an error containing %q", tc.file, err, tc.want)
+		}
+	}
+}
+
 func TestParseMap(t *testing.T) {
 	ms, err := ParseMap([]byte(`{"billing-api": {
 	  "provider": "billing",

@@ -22,33 +22,121 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startFakeOpenAI } from './lib/fake-openai.mjs';
+import { startFakeGemini } from './lib/fake-gemini.mjs';
 import { decodeTraces, SPAN_KIND } from './lib/otlp-decode.mjs';
-import { AGENT_NAME, TOOL_NAME, TOOL_ARGS } from './lib/tool.mjs';
+import { AGENT_NAME, TOOL_NAME, TOOL_ARGS, idempotencyKey } from './lib/tool.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const RUNS = ['naive', 'keyed'];
-// packages: what the manifest reports, as installed for that agent (looked
-// up first under `nested`, the framework's own node_modules, then at the top).
+// Each framework: the agent `script` (with `env` added to the run's), the
+// `packages` the manifest reports, as installed for that agent (looked up
+// first under `nested`, the framework's own node_modules, then at the top),
+// and what its export is expected to look like (`expect`), checked after each
+// run and recorded in the manifest:
+//   spans                  names of the root, agent, tool and model spans
+//                          (tool: the span a tool call gets, both calls)
+//   traces, roots          how many trace ids / root spans a run exports: a
+//                          number, or 'several' (more than one, not fixed:
+//                          recorded, not checked)
+//   rootNamesAgent         the root span names billing-agent (its name or an
+//                          attribute); otherwise the `agent` span must
+//   httpUnderTool          for each mail request, whether its HTTP client
+//                          span's parent is an exported tool span (null: the
+//                          parent was never exported)
+//   toolErrorSpanExported  the failed call's tool span is exported
 const OTEL = ['@opentelemetry/api', '@opentelemetry/sdk-node', '@opentelemetry/exporter-trace-otlp-proto', '@opentelemetry/instrumentation-undici'];
+const LANGGRAPH = ['@langchain/langgraph', '@langchain/core', '@langchain/openai', '@arizeai/openinference-instrumentation-langchain', 'zod', ...OTEL];
 const FRAMEWORKS = {
   'vercel-ai': {
     script: 'agents/vercel-ai.mjs',
     packages: ['ai', '@ai-sdk/openai', 'zod', ...OTEL],
+    expect: {
+      spans: { root: 'ai.generateText', agent: 'ai.generateText', tool: 'ai.toolCall', model: 'ai.generateText.doGenerate' },
+      traces: 1, roots: 1, rootNamesAgent: true, httpUnderTool: [true, true], toolErrorSpanExported: true,
+    },
   },
   openllmetry: {
     script: 'agents/openllmetry.mjs',
     // Traceloop brings its own Node SDK and OTLP exporter (0.203.x) and uses them.
     nested: ['@traceloop/node-server-sdk'],
     packages: ['@traceloop/node-server-sdk', '@traceloop/instrumentation-openai', 'openai', ...OTEL],
+    expect: {
+      spans: { root: 'billing-agent.agent', agent: 'billing-agent.agent', tool: 'send_invoice_email.tool', model: 'chat gpt-4o-mini' },
+      // withTool never ends the failed call's span: its HTTP span's parent is missing.
+      traces: 1, roots: 1, rootNamesAgent: true, httpUnderTool: [null, true], toolErrorSpanExported: false,
+    },
   },
   openinference: {
     script: 'agents/openinference.mjs',
     packages: ['@arizeai/openinference-instrumentation-openai', '@arizeai/openinference-core', '@arizeai/openinference-semantic-conventions', 'openai', ...OTEL],
+    expect: {
+      spans: { root: 'billing-agent', agent: 'billing-agent', tool: 'send_invoice_email', model: 'OpenAI Chat Completions' },
+      traces: 1, roots: 1, rootNamesAgent: true, httpUnderTool: [true, true], toolErrorSpanExported: true,
+    },
   },
   'openai-agents': {
     script: 'agents/openai-agents.mjs',
     // openai: the client the agent is given (the SDK's own nested openai 7 is not used for requests).
     packages: ['@openai/agents', '@openai/agents-core', '@openai/agents-openai', 'openai', 'zod', ...OTEL],
+    expect: {
+      spans: { root: 'invoke_agent billing-agent', agent: 'invoke_agent billing-agent', tool: 'execute_tool send_invoice_email', model: 'chat gpt-4o-mini' },
+      traces: 1, roots: 1, rootNamesAgent: true, httpUnderTool: [true, true], toolErrorSpanExported: true,
+    },
+  },
+  langgraph: {
+    script: 'agents/langgraph.mjs',
+    packages: LANGGRAPH,
+    expect: {
+      // The instrumentation never makes its spans active: every fetch's HTTP
+      // span is a root of a trace of its own (3 model calls + 2 mails), beside
+      // the LangChain trace rooted at the graph's span.
+      spans: { root: 'billing-agent', agent: 'billing-agent', tool: 'send_invoice_email', model: 'ChatOpenAI' },
+      traces: 'several', roots: 'several', rootNamesAgent: false, httpUnderTool: [false, false], toolErrorSpanExported: true,
+    },
+  },
+  'langgraph-root': {
+    script: 'agents/langgraph.mjs',
+    env: { FIXTURE_ROOT_SPAN: '1' },
+    packages: LANGGRAPH,
+    expect: {
+      // One trace under the program's own span; the HTTP spans are children
+      // of that root span, not of the tool span.
+      spans: { root: 'billing-agent', agent: 'billing-agent', tool: 'send_invoice_email', model: 'ChatOpenAI' },
+      traces: 1, roots: 1, rootNamesAgent: true, httpUnderTool: [false, false], toolErrorSpanExported: true,
+    },
+  },
+  'mastra-exporter': {
+    script: 'agents/mastra.mjs',
+    env: { FIXTURE_MASTRA_OTEL: 'exporter' },
+    packages: ['@mastra/core', '@mastra/observability', '@mastra/otel-exporter', '@ai-sdk/openai', 'zod', ...OTEL],
+    expect: {
+      // Mastra's spans go through the exporter's own pipeline, the HTTP spans
+      // through the app's: each fetch is a trace of its own.
+      spans: { root: 'invoke_agent billing-agent', agent: 'invoke_agent billing-agent', tool: 'execute_tool send_invoice_email', model: 'chat gpt-4o-mini' },
+      traces: 'several', roots: 'several', rootNamesAgent: false, httpUnderTool: [false, false], toolErrorSpanExported: true,
+    },
+  },
+  'mastra-bridge': {
+    script: 'agents/mastra.mjs',
+    env: { FIXTURE_MASTRA_OTEL: 'bridge' },
+    packages: ['@mastra/core', '@mastra/observability', '@mastra/otel-bridge', '@ai-sdk/openai', 'zod', ...OTEL],
+    expect: {
+      // The bridge names spans by its own nested otel-exporter (1.3.12): "chat
+      // gpt-4o-mini" is the whole generation here, a model call is a model_step.
+      spans: { root: 'invoke_agent billing-agent', agent: 'invoke_agent billing-agent', tool: 'execute_tool send_invoice_email', model: 'model_step billing-agent' },
+      traces: 1, roots: 1, rootNamesAgent: true, httpUnderTool: [true, true], toolErrorSpanExported: true,
+    },
+  },
+  adk: {
+    script: 'agents/adk.mjs',
+    // ADK's own @opentelemetry/api (1.9.0, nested under it) is reported first.
+    nested: ['@google/adk'],
+    packages: ['@google/adk', '@google/genai', 'zod', ...OTEL],
+    expect: {
+      // The root is the runner's `invocation` span, which names nothing.
+      spans: { root: 'invocation', agent: 'invoke_agent billing-agent', tool: 'execute_tool send_invoice_email', model: 'call_llm' },
+      traces: 1, roots: 1, rootNamesAgent: false, httpUnderTool: [true, true], toolErrorSpanExported: true,
+    },
   },
 };
 const RUN_TIMEOUT_MS = 60_000;
@@ -263,12 +351,15 @@ function childEnv(urls, run) {
     FIXTURE_RUN: run,
     OPENAI_BASE_URL: urls.openai,
     OPENAI_API_KEY: 'sk-fixture-not-a-real-key',
+    GOOGLE_GEMINI_BASE_URL: urls.gemini,
+    GOOGLE_GENAI_API_KEY: 'fixture-not-a-real-key',
     OTEL_EXPORTER_OTLP_ENDPOINT: urls.otlp,
     OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf',
     OTEL_METRICS_EXPORTER: 'none',
     OTEL_LOGS_EXPORTER: 'none',
     OTEL_BSP_SCHEDULE_DELAY: '200',
     NODE_ENV: 'production',
+    MASTRA_TELEMETRY_DISABLED: '1',
   };
 }
 
@@ -310,6 +401,9 @@ function checkRun(cap) {
   }
   if (cap.run === 'naive' && m2 && /"deduplicated":true/.test(m2.response_body)) problems.push('naive: the retry was deduplicated');
 
+  const { expect } = FRAMEWORKS[cap.framework];
+  const names = (s) => s.name.includes(AGENT_NAME) || JSON.stringify(s.attributes).includes(AGENT_NAME);
+  const isTool = (s) => s && s.name === expect.spans.tool && (s.name.includes(TOOL_NAME) || JSON.stringify(s.attributes).includes(TOOL_NAME));
   const links = mails.map((m) => {
     const tp = /^00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$/.exec(m.headers.traceparent ?? '');
     if (!tp) {
@@ -322,25 +416,59 @@ function checkRun(cap) {
       return { traceId: tp[1], httpSpanId: tp[2] };
     }
     if (http.kind !== 3) problems.push(`mail request ${m.seq}: traceparent's parent "${http.name}" is ${SPAN_KIND[http.kind]}, not CLIENT`);
-    const tool = byId.get(http.parentSpanId) ?? null;
-    return { traceId: tp[1], httpSpanId: tp[2], http, toolSpanId: http.parentSpanId, tool };
+    const parent = http.parentSpanId ? byId.get(http.parentSpanId) ?? null : null;
+    // underTool: the HTTP span's parent is an exported tool span; null when
+    // it has a parent that was never exported.
+    const underTool = http.parentSpanId && !parent ? null : Boolean(isTool(parent));
+    return { traceId: tp[1], httpSpanId: tp[2], http, parentSpanId: http.parentSpanId, parent, underTool, tool: underTool ? parent : null };
   });
   const traceIds = new Set(spans.map((s) => s.traceId));
-  if (traceIds.size !== 1) problems.push(`${traceIds.size} trace ids, want 1`);
   for (const l of links) if (l && !traceIds.has(l.traceId)) problems.push(`a traceparent names trace ${l.traceId}, which no exported span has`);
   const roots = spans.filter((s) => !s.parentSpanId);
-  if (roots.length !== 1) problems.push(`${roots.length} root spans, want 1`);
-  // The successful call's tool span must be exported and name the tool; the
-  // failed call's may not be (OpenLLMetry never ends it).
-  const okTool = links[1]?.tool;
-  if (links[1] && !okTool) problems.push('the tool span of the successful call is not exported');
-  if (okTool && !JSON.stringify(okTool.attributes).includes(TOOL_NAME) && !okTool.name.includes(TOOL_NAME)) problems.push(`tool span "${okTool.name}" does not name ${TOOL_NAME}`);
-  if (roots[0] && !JSON.stringify(roots[0].attributes).includes(AGENT_NAME) && !roots[0].name.includes(AGENT_NAME)) problems.push(`root span "${roots[0].name}" does not name ${AGENT_NAME}`);
+  const count = (what, n, want) => {
+    if (want === 'several' ? n < 2 : n !== want) problems.push(`${n} ${what}, want ${want}`);
+  };
+  count('trace ids', traceIds.size, expect.traces);
+  count('root spans', roots.length, expect.roots);
+
+  // Per-framework facts, checked against `expect`.
+  const httpUnderTool = links.map((l) => (l ? l.underTool ?? null : null));
+  if (JSON.stringify(httpUnderTool) !== JSON.stringify(expect.httpUnderTool)) problems.push(`HTTP span under a tool span, by mail: ${JSON.stringify(httpUnderTool)}, want ${JSON.stringify(expect.httpUnderTool)}`);
+  const toolSpans = spans.filter(isTool).sort((a, b) => (a.start < b.start ? -1 : 1));
+  const toolErrorSpanExported = toolSpans.length === 2;
+  if (toolSpans.length < 1 || toolSpans.length > 2) problems.push(`${toolSpans.length} tool spans "${expect.spans.tool}" naming ${TOOL_NAME}, want 1 or 2`);
+  if (toolErrorSpanExported !== expect.toolErrorSpanExported) problems.push(`the failed call's tool span ${toolErrorSpanExported ? 'is' : 'is not'} exported, want ${expect.toolErrorSpanExported}`);
+  // The successful call's tool span is exported; its HTTP span, where it is
+  // under a tool span, is under this one.
+  const okTool = toolSpans.at(-1);
+  if (links[1]?.underTool && links[1].tool !== okTool) problems.push('the successful mail request is not under the last tool span');
+  for (const [role, name] of Object.entries(expect.spans)) {
+    if (!spans.some((s) => s.name === name)) problems.push(`no ${role} span "${name}"`);
+  }
+  const rootSpan = roots.find((s) => s.name === expect.spans.root);
+  if (!rootSpan) problems.push(`no root span "${expect.spans.root}"`);
+  if (expect.rootNamesAgent && rootSpan && !names(rootSpan)) problems.push(`root span "${rootSpan.name}" does not name ${AGENT_NAME}`);
+  const agentSpan = spans.find((s) => s.name === expect.spans.agent);
+  if (agentSpan && !names(agentSpan)) problems.push(`agent span "${agentSpan.name}" does not name ${AGENT_NAME}`);
+  // Keyed: was the key derived from the mail's own trace, from another trace
+  // the run exported (the framework's), or from no trace id (the framework's run id)?
+  let keyFrom = null;
+  if (cap.run === 'keyed' && m1) {
+    const key = m1.headers['idempotency-key'];
+    const args = JSON.parse(m1.body);
+    const from = (t) => idempotencyKey(t, TOOL_NAME, args) === key;
+    keyFrom = links[0] && from(links[0].traceId) ? 'mail_trace' : [...traceIds].some(from) ? 'other_trace' : 'no_trace';
+  }
   return {
     problems,
     spans,
     links,
-    toolErrorSpanExported: Boolean(links[0]?.tool),
+    toolErrorSpanExported,
+    toolErrorSpanStatus: toolErrorSpanExported ? ['UNSET', 'OK', 'ERROR'][toolSpans[0].status.code] : null,
+    httpUnderTool,
+    traceIds: traceIds.size,
+    roots: roots.map((s) => s.name),
+    keyFrom,
     perRequest: cap.otlp.map((b) => decodeTraces(b).length),
   };
 }
@@ -349,10 +477,12 @@ function summarize(cap, facts) {
   const lines = [];
   const names = new Map();
   for (const s of facts.spans) names.set(s.name, (names.get(s.name) ?? 0) + 1);
+  lines.push(`  ${facts.traceIds} traces; roots: ${facts.roots.join(', ')}`);
   lines.push(`  ${facts.perRequest.length} OTLP requests (spans per request: ${facts.perRequest.join(', ')}); spans: ${[...names].map(([n, c]) => (c > 1 ? `${n} ×${c}` : n)).join(', ')}`);
   facts.links.forEach((l, i) => {
     if (!l) return;
-    const tool = l.tool ? `"${l.tool.name}"${l.tool.status.code === 2 ? ' (ERROR)' : ''}` : `${l.toolSpanId || '-'} (NOT EXPORTED)`;
+    const p = l.parent;
+    const tool = p ? `"${p.name}"${p.status.code === 2 ? ' (ERROR)' : ''}${l.underTool ? '' : ' (not a tool span)'}` : l.parentSpanId ? `${l.parentSpanId} (NOT EXPORTED)` : '- (a root)';
     lines.push(`  mail ${i + 1}: status ${cap.entries.filter((e) => e.kind === 'mail')[i].status}; traceparent → ${l.http ? `"${l.http.name}" ${SPAN_KIND[l.http.kind]}` : 'missing span'} → parent ${tool}`);
   });
   return lines.join('\n');
@@ -379,6 +509,13 @@ async function writeRun(outDir, cap, facts, packages, modelCalls) {
     tool: TOOL_NAME,
     packages,
     tool_error_span_exported: facts.toolErrorSpanExported,
+    tool_error_span_status: facts.toolErrorSpanStatus,
+    http_under_tool: facts.httpUnderTool,
+    trace_ids: facts.traceIds,
+    root_spans: facts.roots.length,
+    root_span_names: [...new Set(facts.roots)],
+    ...(facts.keyFrom ? { idempotency_key_from: facts.keyFrom } : {}),
+    span_names: FRAMEWORKS[cap.framework].expect.spans,
     model_api: [...new Set(modelCalls.map((c) => c.api))].join(','),
     model_calls: modelCalls.length,
     otlp_requests: cap.otlp.length,
@@ -414,26 +551,31 @@ async function main() {
     cleanup.push(mail.close);
     const openai = await startFakeOpenAI({ label: () => label });
     cleanup.push(openai.close);
-    const urls = { otlp: recorder.url, mail: mail.url, openai: openai.url };
-    console.log(`oncetrace ${oncetrace.url}, OTLP recorder ${recorder.url}, mail proxy ${mail.url}, fake OpenAI ${openai.url}`);
+    const gemini = await startFakeGemini({ label: () => label });
+    cleanup.push(gemini.close);
+    const urls = { otlp: recorder.url, mail: mail.url, openai: openai.url, gemini: gemini.url };
+    console.log(`oncetrace ${oncetrace.url}, OTLP recorder ${recorder.url}, mail proxy ${mail.url}, fake OpenAI ${openai.url}, fake Gemini ${gemini.url}`);
+    const modelCallsSoFar = () => [...openai.calls, ...gemini.calls].sort((a, b) => a.at_ms - b.at_ms);
 
     for (const [fw, run] of selected) {
       label = `${fw}/${run}`;
       const started = Date.now();
       capture = newCapture(fw, run);
-      const callsBefore = openai.calls.length;
-      const out = await runChild(FRAMEWORKS[fw].script, childEnv(urls, run), label);
+      const callsBefore = new Set(modelCallsSoFar());
+      const out = await runChild(FRAMEWORKS[fw].script, { ...childEnv(urls, run), ...FRAMEWORKS[fw].env }, label);
       // The child has flushed and exited; its requests are answered, bar
       // a proxy still noticing a disconnect.
       for (let i = 0; i < 50 && capture.pending.size > 0; i++) await sleep(100);
       const cap = capture;
       capture = null;
       if (cap.pending.size > 0) throw new Error(`${label}: ${cap.pending.size} requests still open after the agent exited`);
-      const modelCalls = openai.calls.slice(callsBefore);
+      const modelCalls = modelCallsSoFar().filter((c) => !callsBefore.has(c));
       const facts = checkRun(cap);
       if (modelCalls.length !== 3) facts.problems.push(`${modelCalls.length} model calls, want 3`);
       console.log(`${label}: ${((Date.now() - started) / 1000).toFixed(1)} s, ${modelCalls.length} model calls (${modelCalls[0]?.api})\n${summarize(cap, facts)}`);
       if (facts.problems.length > 0) {
+        // Kept for a look (lib/otlp-decode.mjs), beside oncetrace's log.
+        await writeRun(path.join(tmp, 'failed'), cap, facts, {}, modelCalls);
         throw new Error(`${label}: the recorded run is not what the fixtures need:\n  - ${facts.problems.join('\n  - ')}\nagent output:\n${out}`);
       }
       passed.push([cap, facts, packageVersions(FRAMEWORKS[fw]), modelCalls]);
@@ -446,7 +588,7 @@ async function main() {
     console.error(`run.mjs: ${err.stack || err}`);
   } finally {
     for (const c of cleanup.reverse()) await c().catch(() => {});
-    if (failed) console.error(`run.mjs: oncetrace's log is in ${path.join(tmp, 'oncetrace.log')}`);
+    if (failed) console.error(`run.mjs: oncetrace's log is in ${path.join(tmp, 'oncetrace.log')}; a failed run's requests are under ${path.join(tmp, 'failed')}`);
     else fs.rmSync(tmp, { recursive: true, force: true });
   }
   process.exit(failed ? 1 : 0);

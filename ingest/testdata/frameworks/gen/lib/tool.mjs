@@ -72,14 +72,19 @@ let calls = 0;
 // sendInvoiceEmail is the tool's code. It runs inside the framework's tool
 // span, so the fetch's HTTP client span (and the traceparent it sends) is a
 // child of that span.
-export async function sendInvoiceEmail(args) {
+//
+// keyScope stands in for the trace id when the framework runs the tool with
+// no active OTel span (LangGraph without a root span of the program's own,
+// Mastra with its OtelExporter): the id of the framework's own run or trace
+// that the tool is given, the same for both calls of one run.
+export async function sendInvoiceEmail(args, { keyScope } = {}) {
   calls++;
   const first = calls === 1;
   const msg = { to: args.to, subject: args.subject, body: args.body };
   const headers = { 'Content-Type': 'application/json' };
   if (env.run === 'keyed') {
-    const traceId = trace.getActiveSpan()?.spanContext().traceId;
-    if (!traceId) throw new Error('keyed run: no active span inside the tool');
+    const traceId = trace.getActiveSpan()?.spanContext().traceId ?? keyScope;
+    if (!traceId) throw new Error('keyed run: no active span inside the tool, and no key scope');
     headers['Idempotency-Key'] = idempotencyKey(traceId, TOOL_NAME, msg);
   }
   if (first) headers['X-Oncetrace-Fault'] = 'lose-response';
