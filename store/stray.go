@@ -1,6 +1,7 @@
 package store
 
 import (
+	"database/sql"
 	"fmt"
 	"slices"
 	"time"
@@ -26,14 +27,26 @@ type StrayJoins struct {
 }
 
 // JoinStrayEffects decides again, for the effects of the traces given and
-// the stray effects that happened between from and to (the span of the
-// attempts a commit stored; zero when none), whether their trace is stray
-// (trace.StrayTraces) and which execution each joined (trace.InferAttempt:
-// exactly one execution must have a matching attempt in flight), and drops
-// the placeholder execution a stray trace's effect or span made. The
-// result is a function of what is stored, whatever order it came in.
-func (t *Tx) JoinStrayEffects(traces []string, from, to time.Time) (StrayJoins, error) {
+// the stray effects an attempt of the steps given may have been in flight
+// for, whether their trace is stray (trace.StrayTraces) and which
+// execution each joined (trace.InferAttempt: exactly one execution must
+// have a matching attempt in flight), and drops the placeholder execution
+// a stray trace's effect or span made. The result is a function of what is
+// stored, whatever order it came in.
+//
+// steps are those whose attempts a commit wrote, starts the start times
+// its attempt events carried (an earlier fold of an attempt may have had
+// one of them). Whichever attempt of such a step changed, in its times,
+// its arguments or its step's class, the stray effects it was or is a
+// candidate for happened within strayLookback of one of those starts: an
+// attempt still running is in flight until then, however long ago it
+// started.
+func (t *Tx) JoinStrayEffects(traces []string, steps []StepRef, starts []time.Time) (StrayJoins, error) {
 	var out StrayJoins
+	from, to, err := t.flightWindow(steps, starts)
+	if err != nil {
+		return out, err
+	}
 	if len(traces) == 0 && from.IsZero() {
 		return out, nil
 	}
@@ -115,6 +128,42 @@ func (t *Tx) JoinStrayEffects(traces []string, from, to time.Time) (StrayJoins, 
 	}
 	out.Executions = sortedSet(touched)
 	return out, nil
+}
+
+// flightWindow is when stray effects that an attempt of the steps could
+// have sent happened: from the earliest start among the steps' attempts
+// and starts to strayLookback after the latest. Both are zero when there
+// is no start.
+func (t *Tx) flightWindow(steps []StepRef, starts []time.Time) (from, to time.Time, err error) {
+	if len(steps) > 0 {
+		pairs := make([][2]string, len(steps))
+		for i, s := range steps {
+			pairs[i] = [2]string{s.ExecutionID, s.StepID}
+		}
+		var first, last sql.NullInt64
+		err := t.QueryRowContext(t.ctx, `SELECT min(started_at), max(started_at) FROM attempts
+			WHERE (execution_id, step_id) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`,
+			jsonPairs(pairs)).Scan(&first, &last)
+		if err != nil {
+			return from, to, fmt.Errorf("store: steps' attempts in flight: %w", err)
+		}
+		starts = append(starts, fromNanos(first), fromNanos(last))
+	}
+	for _, s := range starts {
+		if s.IsZero() {
+			continue
+		}
+		if from.IsZero() || s.Before(from) {
+			from = s
+		}
+		if s.After(to) {
+			to = s
+		}
+	}
+	if !to.IsZero() {
+		to = to.Add(strayLookback)
+	}
+	return from, to, nil
 }
 
 // strayTraces says which of the traces are stray: only lone HTTP client

@@ -631,11 +631,11 @@ type StepRef struct{ ExecutionID, StepID string }
 // one of the keys and the effects naming one of the steps, whether any
 // attempt can have caused them (trace.AttemptIndex decides, as for the
 // world audit), and keeps their orphan_effect findings in step. The state
-// of an effect with a trace context is left to the analysis of its trace's
-// execution, which alone can tell whether a tool call sent it. It returns
-// the executions those findings name, which must be re-counted. It reads
-// with three queries and writes with a few statements whatever the number
-// of effects, plus one insert per orphan.
+// of an effect its trace context claims is left to the analysis of the
+// execution that owns it, which alone can tell whether a tool call sent
+// it. It returns the executions those findings name, which must be
+// re-counted. It reads with three queries and writes with a few statements
+// whatever the number of effects, plus one insert per orphan.
 func (t *Tx) RecheckOrphans(effects []trace.EffectRef, keys []string, steps []StepRef, repeatWindow time.Duration) ([]string, error) {
 	stepPairs := make([][2]string, 0, len(steps))
 	for _, s := range steps {
@@ -730,11 +730,12 @@ func (t *Tx) RecheckOrphans(effects []trace.EffectRef, keys []string, steps []St
 	for _, f := range candidates {
 		ref := [2]string{f.Provider, f.ID}
 		switch {
-		case f.TraceID != "":
-			// Its trace's execution owns it, and the run analysis of that
-			// execution alone says whether a tool call of the trace sent
-			// it (matched) or none arrived (orphan): this commit may not
-			// analyse that execution, and a state set here would stay.
+		case f.TraceID != "" && (!f.StrayTrace || f.JoinedExecutionID != ""):
+			// Its trace's execution (or the one a stray trace's effect
+			// joined) owns it, and the run analysis of that execution
+			// alone says whether a tool call sent it (matched) or none
+			// arrived (orphan): this commit may not analyse that
+			// execution, and a state set here would stay.
 		case claimed.Claims(f):
 			matched = append(matched, ref)
 		default:

@@ -217,6 +217,17 @@ func TestIncrementalAuditMatchesFreshAudit(t *testing.T) {
 				`{"type":"effect","provider":"pay-api","effect_id":"F2","idempotency_key":"K","trace_id":"6eba4a3bb8c94aca1bd154c5d0d5962c","span_id":"7d2a8124a9fefeaa","at":"2026-06-30T10:01:00.500Z"}`,
 			},
 		},
+		{
+			// An attempt still running is in flight at the email of a lone
+			// HTTP span a minute after it started: the email joins it
+			// (inferred) whether it came before the attempt or after.
+			name: "a stray email sent while an attempt that started long before still runs",
+			events: []string{
+				`{"type":"attempt","execution_id":"exec_A","step_id":"s1","attempt":1,"tool":"send_email","effect":"write","provider":"mail-api","args":{"to":"jordan@acme.dev"},"started_at":"2026-06-30T10:00:00Z"}`,
+				`{"type":"span","execution_id":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa2","trace_id":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa2","span_id":"bbbbbbbbbbbbbbb2","role":"http","name":"POST","http_method":"POST","started_at":"2026-06-30T10:01:00Z","ended_at":"2026-06-30T10:01:01Z"}`,
+				`{"type":"effect","provider":"mail-api","effect_id":"m1","target":"jordan@acme.dev","fingerprint":"mail:aa","trace_id":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa2","span_id":"bbbbbbbbbbbbbbb2","at":"2026-06-30T10:01:00.500Z"}`,
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -467,15 +467,9 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 		return tx.EnsureExecution(id)
 	}
 
-	var attemptsFrom, attemptsTo time.Time // the span of the attempts stored, for stray effects in it
+	var attemptStarts []time.Time // of the attempts stored, in any of their events: stray effects they may join
 	// noteAttempt records what a stored attempt changed.
 	noteAttempt := func(a trace.Attempt) {
-		if !a.StartedAt.IsZero() {
-			if attemptsFrom.IsZero() || a.StartedAt.Before(attemptsFrom) {
-				attemptsFrom = a.StartedAt
-			}
-			attemptsTo = maxTime(attemptsTo, a.StartedAt, a.EndedAt)
-		}
 		if a.TraceID != "" {
 			strayCandidates[a.TraceID] = true
 		}
@@ -535,6 +529,9 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 				if k := ev.Attempt.IdempotencyKey; k != "" {
 					keys[k] = true
 				}
+				if !ev.Attempt.StartedAt.IsZero() {
+					attemptStarts = append(attemptStarts, ev.Attempt.StartedAt)
+				}
 			case trace.EventEffect:
 				if k := ev.Effect.IdempotencyKey; k != "" {
 					keys[k] = true
@@ -557,6 +554,8 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 				return out, err
 			}
 			executions[x.ID] = true
+			// An execution named after a trace makes the trace no stray one.
+			strayCandidates[x.ID] = true
 		case trace.EventAttempt:
 			if n, ok := numbered[entity]; ok {
 				noteAttempt(n.Attempt) // stored above
@@ -664,7 +663,11 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 	// A trace of nothing but lone HTTP spans is no execution: its effects
 	// join the execution whose attempt was in flight (store/stray.go),
 	// decided again whenever a span, attempt or effect could change that.
-	joins, err := tx.JoinStrayEffects(setList(strayCandidates), attemptsFrom, attemptsTo)
+	changed := make([]store.StepRef, 0, len(ch.steps))
+	for ref := range ch.steps {
+		changed = append(changed, ref)
+	}
+	joins, err := tx.JoinStrayEffects(setList(strayCandidates), changed, attemptStarts)
 	if err != nil {
 		return out, err
 	}
@@ -746,16 +749,6 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 	}
 	out.runs = src.pending
 	return out, nil
-}
-
-// maxTime is the latest of t and the non-zero times.
-func maxTime(t time.Time, times ...time.Time) time.Time {
-	for _, u := range times {
-		if u.After(t) {
-			t = u
-		}
-	}
-	return t
 }
 
 // saveAnalyses audits the runs and stores what they derive (findings,
