@@ -616,8 +616,17 @@ func (g *orderGen) otlpExecution(i int, start time.Time) {
 	g.execs = append(g.execs, execID)
 	nSteps := 1 + g.r.Intn(3)
 	cur := start.Add(g.ms(10, 300))
+	// The framework's tool spans speak one of the dialects the span map
+	// knows, or one only the generic rule reads; some frameworks lose the
+	// trace context between a tool call and its HTTP request.
+	dialect := []string{"gen_ai", "gen_ai", "openinference", "vercel", "generic"}[g.r.Intn(5)]
+	g.feature("tool spans in dialect " + dialect)
+	stray := g.chance(1, 5)
+	if stray {
+		g.feature("HTTP spans that lost their trace (stray)")
+	}
 	for t, tr := range traces {
-		o := otlpRun{g: g, traceID: tr, rootID: g.hex(16), resource: resource, execID: execID}
+		o := otlpRun{g: g, traceID: tr, rootID: g.hex(16), resource: resource, execID: execID, dialect: dialect, stray: stray}
 		rootStart := cur.Add(-g.ms(5, 10))
 		if g.chance(1, 3) {
 			g.span(o.resource, tr, g.hex(16), o.rootID, "chat gpt-4o", 3, cur, cur.Add(g.ms(100, 800)), map[string]any{
@@ -663,13 +672,30 @@ func (g *orderGen) otlpExecution(i int, start time.Time) {
 type otlpRun struct {
 	g                                 *orderGen
 	traceID, rootID, resource, execID string
+	dialect                           string
+	stray                             bool // HTTP spans start traces of their own
+}
+
+// toolAttrs are a tool call's attributes in the run's dialect.
+func (o otlpRun) toolAttrs(tool, args string) (name string, attrs map[string]any) {
+	call := "call_" + o.g.hex(8)
+	switch o.dialect {
+	case "openinference":
+		return tool, map[string]any{"openinference.span.kind": "TOOL", "tool.name": tool, "input.value": args}
+	case "vercel":
+		return "ai.toolCall", map[string]any{"ai.toolCall.name": tool, "ai.toolCall.id": call, "ai.toolCall.args": args}
+	case "generic":
+		return "acme.tool " + tool, map[string]any{"acme.type": "tool", "acme.tool.name": tool, "acme.input": args}
+	}
+	return "execute_tool " + tool, map[string]any{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool,
+		"gen_ai.tool.call.id": call, "gen_ai.tool.call.arguments": args}
 }
 
 func (o otlpRun) attempt(s orderStep, a orderAttempt, args string) {
 	g, traceID, rootID := o.g, o.traceID, o.rootID
 	toolSpan := g.hex(16)
-	attrs := map[string]any{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": s.tool,
-		"gen_ai.tool.call.id": "call_" + g.hex(8), "gen_ai.tool.call.arguments": args}
+	toolName, attrs := o.toolAttrs(s.tool, args)
+	httpTrace := traceID
 	if s.class != "read" && g.chance(1, 2) {
 		attrs["oncetrace.effect"] = s.class
 		if s.provider != "" {
@@ -708,14 +734,19 @@ func (o otlpRun) attempt(s orderStep, a orderAttempt, args string) {
 		if errType != "" {
 			herr = errType
 		}
+		httpParent := toolSpan
+		if o.stray {
+			httpTrace, httpParent = g.hex(32), ""
+			g.h.names = append(g.h.names, httpTrace)
+		}
 		if g.chance(9, 10) {
-			g.span(o.resource, traceID, httpSpan, toolSpan, "POST", 3, a.start.Add(time.Millisecond), a.end.Add(-time.Millisecond), hattrs, herr)
+			g.span(o.resource, httpTrace, httpSpan, httpParent, "POST", 3, a.start.Add(time.Millisecond), a.end.Add(-time.Millisecond), hattrs, herr)
 		} else {
 			g.feature("HTTP span never exported")
 		}
 	}
 	if g.chance(9, 10) {
-		g.span(o.resource, traceID, toolSpan, rootID, "execute_tool "+s.tool, 1, a.start, a.end, attrs, errType)
+		g.span(o.resource, traceID, toolSpan, rootID, toolName, 1, a.start, a.end, attrs, errType)
 	} else {
 		g.feature("tool span never exported")
 	}
@@ -730,10 +761,19 @@ func (o otlpRun) attempt(s orderStep, a orderAttempt, args string) {
 	// parent, or, without HTTP instrumentation, the tool span.
 	ev := g.effectEvent(provider, s, a)
 	ev["trace_id"] = traceID
-	if httpSpan != "" && g.chance(5, 6) {
+	switch {
+	case httpSpan != "" && o.stray:
+		// Only what the effect names can join it to the tool call in
+		// flight: its recipient.
+		ev["trace_id"], ev["span_id"] = httpTrace, httpSpan
+		if to, ok := s.args["to"]; ok {
+			ev["target"] = to
+		}
+		g.feature("effect of a stray HTTP span")
+	case httpSpan != "" && g.chance(5, 6):
 		ev["span_id"] = httpSpan
 		g.feature("effect joined by trace context through an HTTP span")
-	} else {
+	default:
 		ev["span_id"] = toolSpan
 		g.feature("effect joined by trace context to the tool span")
 	}
