@@ -17,8 +17,13 @@ const strayLookback = 24 * time.Hour
 
 // StrayJoins is what JoinStrayEffects changed.
 type StrayJoins struct {
-	// Executions whose effects changed: an effect joined or left them.
+	// Executions whose effects changed: an effect joined or left them, or
+	// one it names changed its stray mark.
 	Executions []string
+	// Keys of the effects whose stray mark or join changed: the
+	// executions that sent them see those effects change owner (an effect
+	// a stray trace no longer claims is theirs by its key).
+	Keys []string
 	// Effects whose stray mark or join changed: their orphan state is
 	// judged again.
 	Effects []trace.EffectRef
@@ -107,10 +112,13 @@ func (t *Tx) JoinStrayEffects(traces []string, steps []StepRef, starts []time.Ti
 			return out, fmt.Errorf("store: join stray effect %s/%s: %w", f.Provider, f.ID, err)
 		}
 		out.Effects = append(out.Effects, f.Ref())
-		for _, id := range []string{f.JoinedExecutionID, joined} {
+		for _, id := range []string{f.JoinedExecutionID, joined, f.ExecutionID} {
 			if id != "" {
 				touched[id] = true
 			}
+		}
+		if f.IdempotencyKey != "" && !slices.Contains(out.Keys, f.IdempotencyKey) {
+			out.Keys = append(out.Keys, f.IdempotencyKey)
 		}
 	}
 	for _, id := range all {

@@ -627,16 +627,28 @@ func (t *Tx) strings(query string, args ...any) ([]string, error) {
 // StepRef names one step of one execution.
 type StepRef struct{ ExecutionID, StepID string }
 
+// OrphanRecheck is what RecheckOrphans judged.
+type OrphanRecheck struct {
+	// Executions are those the judged effects belong to, by name or by a
+	// key their attempts sent: they must be re-counted, and their runs
+	// analysed again, since the recheck may have set a state (orphan or
+	// matched) that their analysis refines (duplicate).
+	Executions []string
+	// Effects are every effect whose state the recheck may have written,
+	// identical effects pulled in with the others included.
+	Effects []trace.EffectRef
+}
+
 // RecheckOrphans decides again, for the effects named, the effects carrying
 // one of the keys and the effects naming one of the steps, whether any
 // attempt can have caused them (trace.AttemptIndex decides, as for the
 // world audit), and keeps their orphan_effect findings in step. The state
 // of an effect its trace context claims is left to the analysis of the
 // execution that owns it, which alone can tell whether a tool call sent
-// it. It returns the executions those findings name, which must be
-// re-counted. It reads with three queries and writes with a few statements
-// whatever the number of effects, plus one insert per orphan.
-func (t *Tx) RecheckOrphans(effects []trace.EffectRef, keys []string, steps []StepRef, repeatWindow time.Duration) ([]string, error) {
+// it. It reads with four queries and writes with a few statements whatever
+// the number of effects, plus one insert per orphan.
+func (t *Tx) RecheckOrphans(effects []trace.EffectRef, keys []string, steps []StepRef, repeatWindow time.Duration) (OrphanRecheck, error) {
+	var out OrphanRecheck
 	stepPairs := make([][2]string, 0, len(steps))
 	for _, s := range steps {
 		stepPairs = append(stepPairs, [2]string{s.ExecutionID, s.StepID})
@@ -652,14 +664,14 @@ func (t *Tx) RecheckOrphans(effects []trace.EffectRef, keys []string, steps []St
 		WHERE (execution_id, step_id) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`,
 		jsonPairs(refPairs), jsonList(keys), jsonPairs(stepPairs))
 	if err != nil {
-		return nil, fmt.Errorf("store: orphan candidates: %w", err)
+		return out, fmt.Errorf("store: orphan candidates: %w", err)
 	}
 	candidates, err := scanEffects(rows)
 	if err != nil {
-		return nil, fmt.Errorf("store: orphan candidates: %w", err)
+		return out, fmt.Errorf("store: orphan candidates: %w", err)
 	}
 	if len(candidates) == 0 {
-		return nil, nil
+		return out, nil
 	}
 	// The effects identical to a candidate (one provider, one
 	// fingerprint) are judged again with it: whether one repeats another
@@ -675,11 +687,11 @@ func (t *Tx) RecheckOrphans(effects []trace.EffectRef, keys []string, steps []St
 			WHERE fingerprint != '' AND (provider, fingerprint) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`,
 			jsonPairs(identical))
 		if err != nil {
-			return nil, fmt.Errorf("store: identical effects: %w", err)
+			return out, fmt.Errorf("store: identical effects: %w", err)
 		}
 		more, err := scanEffects(rows)
 		if err != nil {
-			return nil, fmt.Errorf("store: identical effects: %w", err)
+			return out, fmt.Errorf("store: identical effects: %w", err)
 		}
 		have := map[trace.EffectRef]bool{}
 		for _, f := range candidates {
@@ -711,22 +723,25 @@ func (t *Tx) RecheckOrphans(effects []trace.EffectRef, keys []string, steps []St
 		WHERE (execution_id, step_id) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`,
 		jsonList(sortedSet(setOf(candidateKeys))), jsonPairs(candidateSteps))
 	if err != nil {
-		return nil, fmt.Errorf("store: orphan candidates' attempts: %w", err)
+		return out, fmt.Errorf("store: orphan candidates' attempts: %w", err)
 	}
 	attempts, err := scanAttempts(rows)
 	if err != nil {
-		return nil, fmt.Errorf("store: orphan candidates' attempts: %w", err)
+		return out, fmt.Errorf("store: orphan candidates' attempts: %w", err)
 	}
 	claimed := trace.IndexAttempts(attempts)
+	touched := map[string]bool{}
+	for _, a := range attempts {
+		touched[a.ExecutionID] = true // sent a candidate's key, or ran the step it names
+	}
 
 	if err := t.exec(`DELETE FROM findings WHERE source = 'effect'
 		AND (effect_provider, effect_id) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`,
 		jsonPairs(candidateRefs)); err != nil {
-		return nil, fmt.Errorf("store: recheck orphans: %w", err)
+		return out, fmt.Errorf("store: recheck orphans: %w", err)
 	}
 	var orphans, matched [][2]string
 	var orphanEffects []trace.Effect
-	touched := map[string]bool{}
 	for _, f := range candidates {
 		ref := [2]string{f.Provider, f.ID}
 		switch {
@@ -738,11 +753,13 @@ func (t *Tx) RecheckOrphans(effects []trace.EffectRef, keys []string, steps []St
 			// execution, and a state set here would stay.
 		case claimed.Claims(f):
 			matched = append(matched, ref)
+			out.Effects = append(out.Effects, f.Ref())
 		default:
 			orphans = append(orphans, ref)
 			orphanEffects = append(orphanEffects, f)
+			out.Effects = append(out.Effects, f.Ref())
 			if err := t.insertFinding("effect", trace.OrphanFinding(f)); err != nil {
-				return nil, err
+				return out, err
 			}
 		}
 		if f.ExecutionID != "" {
@@ -751,19 +768,20 @@ func (t *Tx) RecheckOrphans(effects []trace.EffectRef, keys []string, steps []St
 	}
 	for _, f := range trace.RepeatedOrphans(orphanEffects, trace.Config{RepeatWindow: repeatWindow}) {
 		if err := t.insertFinding("effect", f); err != nil {
-			return nil, err
+			return out, err
 		}
 	}
 	// A matched effect may be a duplicate; the run analysis that follows
 	// refines it, so only an orphan's state is set back to matched here.
 	const refsIn = `(provider, effect_id) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`
 	if err := t.exec(`UPDATE effects SET state = 'orphan', state_rank = 1 WHERE state != 'orphan' AND `+refsIn, jsonPairs(orphans)); err != nil {
-		return nil, fmt.Errorf("store: recheck orphans: %w", err)
+		return out, fmt.Errorf("store: recheck orphans: %w", err)
 	}
 	if err := t.exec(`UPDATE effects SET state = 'matched', state_rank = 2 WHERE state = 'orphan' AND `+refsIn, jsonPairs(matched)); err != nil {
-		return nil, fmt.Errorf("store: recheck orphans: %w", err)
+		return out, fmt.Errorf("store: recheck orphans: %w", err)
 	}
-	return sortedSet(touched), nil
+	out.Executions = sortedSet(touched)
+	return out, nil
 }
 
 // jsonPairs is pairs as one JSON array of two-element arrays, bound as one

@@ -2,6 +2,7 @@ package web_test
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -283,7 +284,8 @@ func postSpans(srv *testServer, spans []orderItem) error {
 	}
 	var parts []string
 	for _, r := range resources {
-		parts = append(parts, `{"resource":{"attributes":`+r+`},"scopeSpans":[{"scope":{"name":"agent"},"spans":[`+
+		attrs := cmp.Or(r, "[]")
+		parts = append(parts, `{"resource":{"attributes":`+attrs+`},"scopeSpans":[{"scope":{"name":"agent"},"spans":[`+
 			strings.Join(byResource[r], ",")+`]}]}`)
 	}
 	body := `{"resourceSpans":[` + strings.Join(parts, ",") + `]}`
@@ -595,6 +597,57 @@ func differingParts(got, want *snapshot) []string {
 		}
 	}
 	return out
+}
+
+// TestOrderRegressions holds minimal histories TestOrderIndependence found
+// answering differently, each posted in the order that broke it and whole
+// (the events in one request, then the spans in one): the answers must be
+// the same.
+func TestOrderRegressions(t *testing.T) {
+	tests := []struct {
+		name  string
+		items []orderItem
+		order []orderRequest // the order that broke
+	}{
+		{
+			// Two identical charges of one run from stray HTTP spans, one
+			// by its key, one naming the run: the orphan recheck of the
+			// first took in the second (identical) and called it an
+			// orphan, and the run's analysis, which says duplicate, was
+			// not written again (the writer remembered writing it).
+			name: "an identical effect rechecked with another",
+			items: []orderItem{
+				{kind: itemNative, body: `{"at":"2030-01-22T09:00:46.879Z","effect_id":"h1301-fx-8","fingerprint":"charge_card map[amount:100 currency:eur]","idempotency_key":"h1301-ik-5-a1","provider":"h1301-pay","span_id":"b1a4c74621188ae1","summary":"what charge_card asked","trace_id":"c3e2571cdb1425c5493149f791c91f09","type":"effect"}`},
+				{kind: itemSpan, body: `{"traceId":"c3e2571cdb1425c5493149f791c91f09","spanId":"b1a4c74621188ae1","name":"POST","kind":3,"startTimeUnixNano":"1895302846876000000","endTimeUnixNano":"1895302848755000000","attributes":[{"key":"http.request.method","value":{"stringValue":"POST"}},{"key":"url.full","value":{"stringValue":"https://api.example/charge_card"}},{"key":"error.type","value":{"stringValue":"TimeoutError"}}],"status":{"code":2,"message":"TimeoutError: failed"}}`},
+				{kind: itemSpan, body: `{"traceId":"a91f7894634b3c662137666007b222e2","spanId":"36e20acc83824f48","parentSpanId":"251c502a56eafa60","name":"charge_card","kind":1,"startTimeUnixNano":"1895302846875000000","endTimeUnixNano":"1895302848756000000","attributes":[{"key":"input.value","value":{"stringValue":"{\"amount\":100,\"currency\":\"eur\"}"}},{"key":"oncetrace.idempotency.key","value":{"stringValue":"h1301-ik-5-a1"}},{"key":"openinference.span.kind","value":{"stringValue":"TOOL"}},{"key":"tool.name","value":{"stringValue":"charge_card"}},{"key":"error.type","value":{"stringValue":"TimeoutError"}}],"status":{"code":2,"message":"TimeoutError: failed"}}`},
+				{kind: itemNative, body: `{"at":"2030-01-22T09:00:49.350Z","effect_id":"h1301-fx-9","execution_id":"a91f7894634b3c662137666007b222e2","fingerprint":"charge_card map[amount:100 currency:eur]","provider":"h1301-pay","span_id":"ad37fa75902e9252","trace_id":"fb2af99c871b367c16a30684c8b863ab","type":"effect"}`},
+				{kind: itemSpan, body: `{"traceId":"fb2af99c871b367c16a30684c8b863ab","spanId":"ad37fa75902e9252","name":"POST","kind":3,"startTimeUnixNano":"1895302849338000000","endTimeUnixNano":"1895302851502000000","attributes":[{"key":"http.request.method","value":{"stringValue":"POST"}},{"key":"url.full","value":{"stringValue":"https://api.example/charge_card"}},{"key":"error.type","value":{"stringValue":"TimeoutError"}}],"status":{"code":2,"message":"TimeoutError: failed"}}`},
+			},
+			order: []orderRequest{{itemNative, []int{3}}, {itemSpan, []int{4}}, {itemSpan, []int{2}}, {itemNative, []int{0}}, {itemSpan, []int{1}}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := &orderHistory{items: tt.items}
+			var whole []orderRequest
+			for _, kind := range []orderItemKind{itemNative, itemSpan} {
+				req := orderRequest{kind: kind}
+				for i, it := range tt.items {
+					if it.kind == kind {
+						req.items = append(req.items, i)
+					}
+				}
+				whole = append(whole, req)
+			}
+			keep := make([]bool, len(tt.items))
+			for i := range keep {
+				keep[i] = true
+			}
+			for _, d := range orderDiffers(t, h, whole, tt.order, keep) {
+				t.Error(d)
+			}
+		})
+	}
 }
 
 // ---- reproducing and shrinking a failure ----

@@ -686,6 +686,10 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 		ch.effects[ref] = true
 		effectRefs = append(effectRefs, ref)
 	}
+	for _, k := range joins.Keys {
+		keys[k] = true
+		ch.keys[k] = true
+	}
 
 	seenSteps := map[store.StepRef]bool{}
 	for _, ref := range renumber {
@@ -703,7 +707,7 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 	if err != nil {
 		return out, err
 	}
-	orphanExecutions, err := tx.RecheckOrphans(effectRefs, keyList, steps, cfg.RepeatWindow)
+	rechecked, err := tx.RecheckOrphans(effectRefs, keyList, steps, cfg.RepeatWindow)
 	if err != nil {
 		return out, err
 	}
@@ -715,7 +719,7 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 	if err != nil {
 		return out, err
 	}
-	for _, list := range [][]string{orphanExecutions, keyExecutions, providerExecutions, traceExecutions} {
+	for _, list := range [][]string{rechecked.Executions, keyExecutions, providerExecutions, traceExecutions} {
 		for _, id := range list {
 			executions[id] = true
 		}
@@ -728,7 +732,7 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 		fed[p] = true // checked because this commit stores an effect of it
 	}
 	if cache != nil {
-		cache.noteRecheck(ch) // before the recheck's states can be overwritten below
+		cache.noteRecheck(ch, rechecked.Effects) // before the recheck's states can be overwritten below
 	}
 	src := newRunSource(tx, fed, cache, ch)
 	src.forget(executions)
