@@ -75,13 +75,12 @@ const (
 )
 
 type otlpSpan struct {
-	span     ptrace.Span
+	spanView // the span, as the span map reads it
 	resource *otlpResource
 	traceID  string
 	spanID   string
 	parentID string
 	m        *SpanMap
-	view     spanView
 	role     spanRole
 	rule     *spanRule // the rule that made it a tool call
 	// derived
@@ -171,7 +170,7 @@ func otlpSpans(td ptrace.Traces, m *SpanMap, reject func(format string, args ...
 		for _, ss := range rs.ScopeSpans().All() {
 			scope := ss.Scope().Name()
 			for _, sp := range ss.Spans().All() {
-				s := &otlpSpan{span: sp, resource: resource, m: m, traceID: hexID(sp.TraceID()),
+				s := &otlpSpan{resource: resource, m: m, traceID: hexID(sp.TraceID()),
 					spanID: hexID(sp.SpanID()), parentID: hexID(sp.ParentSpanID())}
 				if s.traceID == "" || s.spanID == "" {
 					reject("span %q: trace_id and span_id are required", sp.Name())
@@ -181,9 +180,9 @@ func otlpSpans(td ptrace.Traces, m *SpanMap, reject func(format string, args ...
 					reject("span %s (%q): start_time_unix_nano is required", s.spanID, sp.Name())
 					continue
 				}
-				s.view, arena = m.view(sp, scope, arena)
-				s.role, s.rule = m.roleOf(&s.view, s.parentID == "")
-				s.ownExecution = m.text(&s.view, fieldExecutionID)
+				s.spanView, arena = m.view(sp, scope, arena)
+				s.role, s.rule = m.roleOf(&s.spanView, s.parentID == "")
+				s.ownExecution = m.text(&s.spanView, fieldExecutionID)
 				spans = append(spans, s)
 				byID[s.traceID+"/"+s.spanID] = s
 			}
@@ -205,11 +204,11 @@ func otlpSpans(td ptrace.Traces, m *SpanMap, reject func(format string, args ...
 func (s *otlpSpan) agentName() (name, source string) {
 	switch s.role {
 	case roleRoot:
-		if name, source = s.m.executionName(&s.view); name == "" {
+		if name, source = s.m.executionName(&s.spanView); name == "" {
 			name, source = s.span.Name(), "span"
 		}
 	case roleContext:
-		name, source = s.m.executionName(&s.view)
+		name, source = s.m.executionName(&s.spanView)
 	}
 	return name, source
 }
@@ -271,7 +270,7 @@ func executionEvent(b *eventBuilder, s *otlpSpan, byID map[string]*otlpSpan) (tr
 
 // session is the session the span inherits (a label of its execution).
 func (s *otlpSpan) session(byID map[string]*otlpSpan) string {
-	return inherited(s, byID, func(cur *otlpSpan) string { return cur.m.text(&cur.view, fieldSession) }, s.resource.session)
+	return inherited(s, byID, func(cur *otlpSpan) string { return cur.m.text(&cur.spanView, fieldSession) }, s.resource.session)
 }
 
 // nameEvent names the execution after an agent span below its root.
@@ -293,8 +292,8 @@ type modelCall struct {
 }
 
 func (s *otlpSpan) modelCall() modelCall {
-	return modelCall{model: s.m.text(&s.view, fieldModel), inputTokens: s.m.integer(&s.view, fieldInputTokens),
-		outputTokens: s.m.integer(&s.view, fieldOutputTokens)}
+	return modelCall{model: s.m.text(&s.spanView, fieldModel), inputTokens: s.m.integer(&s.spanView, fieldInputTokens),
+		outputTokens: s.m.integer(&s.spanView, fieldOutputTokens)}
 }
 
 // httpCall is what an HTTP client span says of the request.
@@ -304,8 +303,8 @@ type httpCall struct {
 }
 
 func (s *otlpSpan) httpCall() httpCall {
-	return httpCall{method: strings.ToUpper(s.m.text(&s.view, fieldHTTPMethod)), url: s.m.text(&s.view, fieldHTTPURL),
-		status: s.m.integer(&s.view, fieldHTTPStatus), idempotencyKey: s.m.text(&s.view, fieldHTTPIdempotencyKey)}
+	return httpCall{method: strings.ToUpper(s.m.text(&s.spanView, fieldHTTPMethod)), url: s.m.text(&s.spanView, fieldHTTPURL),
+		status: s.m.integer(&s.spanView, fieldHTTPStatus), idempotencyKey: s.m.text(&s.spanView, fieldHTTPIdempotencyKey)}
 }
 
 // spanEvent keeps a model call, an HTTP client call or a context span.
@@ -371,13 +370,13 @@ func spanEvent(b *eventBuilder, s *otlpSpan) (trace.Event, error) {
 // toolName is a tool call's tool: the first field source that names it,
 // else the span's name.
 func (s *otlpSpan) toolName() string {
-	return cmp.Or(s.m.text(&s.view, fieldTool), s.span.Name())
+	return cmp.Or(s.m.text(&s.spanView, fieldTool), s.span.Name())
 }
 
 // toolArgs is a tool call's arguments, unwrapped when the source they came
 // from says so (OpenLLMetry's).
 func (s *otlpSpan) toolArgs() (any, bool) {
-	v, ok, unwrap := s.m.jsonField(&s.view, fieldArgs)
+	v, ok, unwrap := s.m.jsonField(&s.spanView, fieldArgs)
 	if ok && unwrap {
 		v = unwrapOpenLLMetryArgs(v)
 	}
@@ -385,12 +384,12 @@ func (s *otlpSpan) toolArgs() (any, bool) {
 }
 
 func (s *otlpSpan) toolResult() (any, bool) {
-	v, ok, _ := s.m.jsonField(&s.view, fieldResult)
+	v, ok, _ := s.m.jsonField(&s.spanView, fieldResult)
 	return v, ok
 }
 
 // idempotencyKey is the key the span says it sent.
-func (s *otlpSpan) idempotencyKey() string { return s.m.text(&s.view, fieldIdempotencyKey) }
+func (s *otlpSpan) idempotencyKey() string { return s.m.text(&s.spanView, fieldIdempotencyKey) }
 
 func attemptEvent(b *eventBuilder, s *otlpSpan, classes ToolClasses) (trace.Event, error) {
 	sp := s.span
@@ -511,13 +510,13 @@ func (s *otlpSpan) attemptOutcome() (outcome, msg string) {
 // the arguments as the stored event holds them (sorted keys, numbers as
 // sent), nil when they could not be.
 func stepID(s *otlpSpan, tool string, canonArgs json.RawMessage, hasArgs bool) string {
-	if id := s.m.text(&s.view, fieldStepID); id != "" {
+	if id := s.m.text(&s.spanView, fieldStepID); id != "" {
 		return id
 	}
 	if !hasArgs {
 		// With no arguments to compare, a call id the framework reused is
 		// the only evidence that two spans are one call.
-		if callID := s.m.text(&s.view, fieldCallID); callID != "" {
+		if callID := s.m.text(&s.spanView, fieldCallID); callID != "" {
 			return "call-" + callID
 		}
 		return "span-" + s.spanID
@@ -534,8 +533,8 @@ func stepID(s *otlpSpan, tool string, canonArgs json.RawMessage, hasArgs bool) s
 func (s *otlpSpan) spanError() (errType, msg string) {
 	sp := s.span
 	attrs := sp.Attributes()
-	errType = errorName(s.m.text(&s.view, fieldErrorType), str(attrs, exceptionStacktrace))
-	excMsg := s.m.text(&s.view, fieldErrorMessage)
+	errType = errorName(s.m.text(&s.spanView, fieldErrorType), str(attrs, exceptionStacktrace))
+	excMsg := s.m.text(&s.spanView, fieldErrorMessage)
 	for _, e := range sp.Events().All() {
 		if e.Name() != "exception" {
 			continue

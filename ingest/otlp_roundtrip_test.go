@@ -205,13 +205,13 @@ func attemptEventJSON(s *otlpSpan, classes ToolClasses, redact *Redactor) map[st
 }
 
 func stepIDJSON(s *otlpSpan, tool string, args any, hasArgs bool) string {
-	if id := s.m.text(&s.view, fieldStepID); id != "" {
+	if id := s.m.text(&s.spanView, fieldStepID); id != "" {
 		return id
 	}
 	if !hasArgs {
 		// With no arguments to compare, a call id the framework reused is
 		// the only evidence that two spans are one call.
-		if callID := s.m.text(&s.view, fieldCallID); callID != "" {
+		if callID := s.m.text(&s.spanView, fieldCallID); callID != "" {
 			return "call-" + callID
 		}
 		return "span-" + s.spanID

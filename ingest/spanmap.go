@@ -50,9 +50,12 @@ func (d SpanDialects) Names() []string {
 // SpanMap is a compiled span map: what MapOTLP reads spans with.
 type SpanMap struct {
 	dialects []*dialect
-	// slots numbers the attributes the map names; a span's attributes are
-	// looked up here once each.
-	slots map[string]int32
+	// slots numbers the attributes the map names. slotsByLength holds
+	// them by the length of their name: a span's attributes are looked up
+	// there once each, comparing a name with the two or three of its
+	// length rather than hashing it.
+	slots         map[string]int32
+	slotsByLength [][]namedSlot
 	// Rules by the order they are tried in: the ones that win even at the
 	// root, then the rules that make a span context, then tool, model and
 	// HTTP rules of every entry, then the fallback entries' tool and model
@@ -106,6 +109,12 @@ func NewSpanMap(extra ...SpanDialects) *SpanMap {
 		}
 	}
 	return compileSpanMap(entries)
+}
+
+// namedSlot is an attribute the map names, and its slot.
+type namedSlot struct {
+	name string
+	slot int32
 }
 
 // dialect is one checked entry.
@@ -801,6 +810,12 @@ func compileSpanMap(entries []*dialect) *SpanMap {
 				m.fields[f] = append(m.fields[f], s)
 			}
 		}
+	}
+	for name, n := range m.slots {
+		for len(m.slotsByLength) <= len(name) {
+			m.slotsByLength = append(m.slotsByLength, nil)
+		}
+		m.slotsByLength[len(name)] = append(m.slotsByLength[len(name)], namedSlot{name: name, slot: n})
 	}
 	// Fallback entries are tried after every other, whatever their place.
 	for _, fallback := range []bool{false, true} {

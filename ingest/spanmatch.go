@@ -21,7 +21,6 @@ import (
 // spanView is one span as the span map reads it.
 type spanView struct {
 	span  ptrace.Span
-	attrs pcommon.Map
 	scope string // the instrumentation scope's name
 	found []foundAttr
 	// namespace is the one a namespace_type condition of the rule that
@@ -41,11 +40,19 @@ func (m *SpanMap) view(sp ptrace.Span, scope string, arena []foundAttr) (spanVie
 	attrs := sp.Attributes()
 	start := len(arena)
 	for k, v := range attrs.All() {
-		if slot, ok := m.slots[k]; ok {
-			arena = append(arena, foundAttr{slot: slot, v: v})
+		if len(k) >= len(m.slotsByLength) {
+			continue
+		}
+		for _, named := range m.slotsByLength[len(k)] {
+			// The last byte first: names of one length mostly differ
+			// there (.name, .role, .id), and it spares comparing them whole.
+			if named.name[len(k)-1] == k[len(k)-1] && named.name == k {
+				arena = append(arena, foundAttr{slot: named.slot, v: v})
+				break
+			}
 		}
 	}
-	return spanView{span: sp, attrs: attrs, scope: scope, found: arena[start:len(arena):len(arena)]}, arena
+	return spanView{span: sp, scope: scope, found: arena[start:len(arena):len(arena)]}, arena
 }
 
 // get is the attribute in slot, the first one when a key was sent twice
@@ -78,9 +85,11 @@ func (m *SpanMap) roleOf(v *spanView, parentless bool) (spanRole, *spanRule) {
 	if !parentless {
 		return m.ruledRole(v)
 	}
-	if role, _ := m.ruledRole(v); role == roleHTTP && !m.namesExecution(v) &&
-		!v.matchesAny(m.fallbackTool) && !v.matchesAny(m.fallbackModel) {
-		return roleHTTP, nil
+	if v.matchesAny(m.http) { // rarely: most roots are no HTTP call
+		if role, _ := m.ruledRole(v); role == roleHTTP && !m.namesExecution(v) &&
+			!v.matchesAny(m.fallbackTool) && !v.matchesAny(m.fallbackModel) {
+			return roleHTTP, nil
+		}
 	}
 	v.namespace = ""
 	return roleRoot, nil
@@ -230,7 +239,7 @@ func equal(got, want string, fold bool) bool {
 // c.value (in any case) beside an attribute <namespace>.<one of withAny>,
 // and keeps the first such namespace, in the span's attribute order.
 func (v *spanView) findNamespace(c *condition) bool {
-	for k, val := range v.attrs.All() {
+	for k, val := range v.span.Attributes().All() {
 		// A type is a string: other values are not printed to be compared.
 		if val.Type() != pcommon.ValueTypeStr || !strings.EqualFold(val.Str(), c.value) {
 			continue
@@ -241,7 +250,7 @@ func (v *spanView) findNamespace(c *condition) bool {
 				continue
 			}
 			for _, name := range c.withAny {
-				if _, ok := v.attrs.Get(namespace + "." + name); ok {
+				if _, ok := v.span.Attributes().Get(namespace + "." + name); ok {
 					v.namespace = namespace
 					return true
 				}
@@ -255,7 +264,7 @@ func (v *spanView) findNamespace(c *condition) bool {
 // contains, one of keys and contains none of lacks; with nonempty, the
 // first such with a value.
 func (v *spanView) keyed(ends bool, keys, lacks []string, nonempty bool) (pcommon.Value, bool) {
-	for k, val := range v.attrs.All() {
+	for k, val := range v.span.Attributes().All() {
 		if !keyMatches(k, ends, keys, lacks) {
 			continue
 		}
@@ -290,7 +299,9 @@ func keyMatches(key string, ends bool, keys, lacks []string) bool {
 		}
 	}
 	for _, want := range keys {
-		if ends && len(key) >= len(want) && strings.EqualFold(key[len(key)-len(want):], want) {
+		// want is lower case: its last byte is compared first, cheaply.
+		if ends && len(key) >= len(want) && key[len(key)-1]|0x20 == want[len(want)-1]|0x20 &&
+			strings.EqualFold(key[len(key)-len(want):], want) {
 			return true
 		}
 		if !ends && containsFold(key, want) {
@@ -326,7 +337,7 @@ func (v *spanView) value(s *fieldSource, nonempty bool) (pcommon.Value, bool) {
 		if v.namespace == "" {
 			return pcommon.Value{}, false
 		}
-		return v.attrs.Get(v.namespace + "." + s.attr)
+		return v.span.Attributes().Get(v.namespace + "." + s.attr)
 	case sourceKeyEnds, sourceKeyContains:
 		return v.keyed(s.kind == sourceKeyEnds, s.keys, s.lacks, nonempty)
 	}

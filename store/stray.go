@@ -31,32 +31,68 @@ type StrayJoins struct {
 	Dropped []string
 }
 
-// JoinStrayEffects decides again, for the effects of the traces given and
-// the stray effects an attempt of the steps given may have been in flight
-// for, whether their trace is stray (trace.StrayTraces) and which
-// execution each joined (trace.InferAttempt: exactly one execution must
-// have a matching attempt in flight), and drops the placeholder execution
-// a stray trace's effect or span made. The result is a function of what is
-// stored, whatever order it came in.
-//
-// steps are those whose attempts a commit wrote, starts the start times
-// its attempt events carried (an earlier fold of an attempt may have had
-// one of them). Whichever attempt of such a step changed, in its times,
-// its arguments or its step's class, the stray effects it was or is a
-// candidate for happened within strayLookback of one of those starts: an
-// attempt still running is in flight until then, however long ago it
-// started.
-func (t *Tx) JoinStrayEffects(traces []string, steps []StepRef, starts []time.Time) (StrayJoins, error) {
+// StrayCandidates is what a commit stored that could make a trace stray
+// or not, or change where a stray trace's effect belongs.
+type StrayCandidates struct {
+	// LoneTraces are the traces of lone HTTP client root spans stored.
+	LoneTraces []string
+	// EffectTraces are the traces of the effects stored: an effect of a
+	// trace with a lone HTTP root span is a candidate, whichever span of
+	// the trace it names.
+	EffectTraces []string
+	// Traces are the traces of the other spans and of the attempts stored,
+	// and the ids of the executions stored (one named after a trace): a
+	// stray trace that gains one is stray no more.
+	Traces []string
+	// Steps are those whose attempts the commit stored, Starts the start
+	// times its attempt events carried (an earlier fold of an attempt may
+	// have had one of them). Whichever attempt of such a step changed, in
+	// its times, its arguments or its step's class, the stray effects it
+	// was or is a candidate for happened within strayLookback of one of
+	// those starts: an attempt still running is in flight until then,
+	// however long ago it started.
+	Steps  []StepRef
+	Starts []time.Time
+}
+
+// JoinStrayEffects decides again, for the candidates a commit stored,
+// whether their traces are stray (trace.StrayTraces) and which execution
+// each of their effects joined (trace.InferAttempt: exactly one execution
+// must have a matching attempt in flight), and drops the placeholder
+// execution a stray trace's effect or span made. The result is a function
+// of what is stored, whatever order it came in. A commit with nothing
+// stray about it costs two index lookups.
+func (t *Tx) JoinStrayEffects(c StrayCandidates) (StrayJoins, error) {
 	var out StrayJoins
-	from, to, err := t.flightWindow(steps, starts)
+	from, to, err := t.flightWindow(c.Steps, c.Starts)
 	if err != nil {
 		return out, err
 	}
-	if len(traces) == 0 && from.IsZero() {
+	traceSet := setOf(c.LoneTraces)
+	if len(c.EffectTraces) > 0 {
+		lone, err := t.strings(`SELECT DISTINCT trace_id FROM spans WHERE trace_id IN `+inList+` AND role = 'http' AND parent_span_id = ''`,
+			jsonList(c.EffectTraces))
+		if err != nil {
+			return out, fmt.Errorf("store: effects' lone HTTP spans: %w", err)
+		}
+		for _, id := range lone {
+			traceSet[id] = true
+		}
+	}
+	if len(c.Traces) > 0 {
+		strayBefore, err := t.strings(`SELECT DISTINCT trace_id FROM effects WHERE trace_id IN `+inList+` AND stray = 1`, jsonList(c.Traces))
+		if err != nil {
+			return out, fmt.Errorf("store: stray effects' traces: %w", err)
+		}
+		for _, id := range strayBefore {
+			traceSet[id] = true
+		}
+	}
+	if len(traceSet) == 0 && from.IsZero() {
 		return out, nil
 	}
 	query := `SELECT ` + effectColumns + ` FROM effects WHERE trace_id IN ` + inList
-	args := []any{jsonList(traces)}
+	args := []any{jsonList(sortedSet(traceSet))}
 	if !from.IsZero() {
 		query += ` UNION SELECT ` + effectColumns + ` FROM effects WHERE stray = 1 AND sort_at BETWEEN ? AND ?`
 		args = append(args, from.UnixNano(), to.UnixNano())
@@ -69,22 +105,9 @@ func (t *Tx) JoinStrayEffects(traces []string, steps []StepRef, starts []time.Ti
 	if err != nil {
 		return out, fmt.Errorf("store: stray candidates: %w", err)
 	}
-	// Only a trace with effects has anything to join, and only one with
-	// a lone HTTP root span can be stray (and its placeholder dropped).
-	traceSet := map[string]bool{}
 	for _, f := range effects {
 		if f.TraceID != "" {
 			traceSet[f.TraceID] = true
-		}
-	}
-	if len(traces) > 0 {
-		lone, err := t.strings(`SELECT DISTINCT trace_id FROM spans WHERE trace_id IN `+inList+` AND role = 'http' AND parent_span_id = ''`,
-			jsonList(traces))
-		if err != nil {
-			return out, fmt.Errorf("store: lone HTTP spans: %w", err)
-		}
-		for _, id := range lone {
-			traceSet[id] = true
 		}
 	}
 	all := sortedSet(traceSet)
@@ -149,8 +172,11 @@ func (t *Tx) flightWindow(steps []StepRef, starts []time.Time) (from, to time.Ti
 			pairs[i] = [2]string{s.ExecutionID, s.StepID}
 		}
 		var first, last sql.NullInt64
+		// Without a stray effect anywhere there is nothing to look for
+		// (one index lookup).
 		err := t.QueryRowContext(t.ctx, `SELECT min(started_at), max(started_at) FROM attempts
-			WHERE (execution_id, step_id) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`,
+			WHERE (execution_id, step_id) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))
+			AND EXISTS (SELECT 1 FROM effects WHERE stray = 1)`,
 			jsonPairs(pairs)).Scan(&first, &last)
 		if err != nil {
 			return from, to, fmt.Errorf("store: steps' attempts in flight: %w", err)

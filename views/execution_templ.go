@@ -781,7 +781,7 @@ func auditBlock(a AuditView, incidents []Incident) templ.Component {
 					}
 				}
 				if a.UnattributedTotal == 1 {
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 69, "1 effect of this execution's trace came from a span whose tool call was never exported, so the step that caused it is unknown:")
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 69, "1 effect of this execution's trace hangs from a span with no tool call oncetrace recognises above it (a span dialect it does not read, or a tool span that never arrived: its orphan_effect finding says which), so the step that caused it is unknown:")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
@@ -795,7 +795,7 @@ func auditBlock(a AuditView, incidents []Incident) templ.Component {
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 70, " of this execution's trace came from a span whose tool call was never exported, so the step that caused them is unknown:")
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 70, " of this execution's trace hang from spans with no tool call oncetrace recognises above them (a span dialect it does not read, or a tool span that never arrived: their orphan_effect findings say which), so the steps that caused them are unknown:")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}

@@ -964,7 +964,7 @@ func TestExecutionPageAuditStates(t *testing.T) {
 		{name: "unknown step without an effect", run: unknown, want: "audit-unverified",
 			text: []string{"no outbox feed reported effects for 1 step: step-2 (send_invoice_email)."}},
 		{name: "an effect whose tool call was never exported", run: oneWrite(mail("msg_1", "ik_1", "step-2", 0.5), unattributed), want: "audit-unverified",
-			text:  []string{"? Unverified: 1 effect of this execution's trace came from a span whose tool call was never exported", "mail-api msg_u"},
+			text:  []string{"? Unverified: 1 effect of this execution's trace hangs from a span with no tool call oncetrace recognises above it", "mail-api msg_u"},
 			links: []string{"#" + views.EffectAnchor("mail-api", "msg_u")}},
 		{name: "its effect", run: oneWrite(mail("msg_1", "ik_1", "step-2", 0.5)), want: "audit-clean",
 			text: []string{"✓ Clean: every side effect happened once — the effect of its one side-effecting step is known"}},

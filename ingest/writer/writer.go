@@ -456,7 +456,7 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 	var renumber []store.StepRef                 // steps with an attempt identified by its span
 	traces := map[string]bool{}                  // traces an effect of this commit came from
 	renamedTraces := map[string]bool{}           // traces whose spans name an execution other than the trace id
-	strayCandidates := map[string]bool{}         // traces whose effects may have joined or left an execution (store/stray.go)
+	var stray store.StrayCandidates              // what may make a trace stray or not, or move a stray effect (store/stray.go)
 	ensured := map[string]bool{}
 	// ensure creates an execution an attempt or effect names, once a commit.
 	ensure := func(id string) error {
@@ -467,11 +467,10 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 		return tx.EnsureExecution(id)
 	}
 
-	var attemptStarts []time.Time // of the attempts stored, in any of their events: stray effects they may join
 	// noteAttempt records what a stored attempt changed.
 	noteAttempt := func(a trace.Attempt) {
 		if a.TraceID != "" {
-			strayCandidates[a.TraceID] = true
+			stray.Traces = append(stray.Traces, a.TraceID)
 		}
 		ref := store.StepRef{ExecutionID: a.ExecutionID, StepID: a.StepID}
 		ch.steps[ref] = true
@@ -530,7 +529,7 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 					keys[k] = true
 				}
 				if !ev.Attempt.StartedAt.IsZero() {
-					attemptStarts = append(attemptStarts, ev.Attempt.StartedAt)
+					stray.Starts = append(stray.Starts, ev.Attempt.StartedAt)
 				}
 			case trace.EventEffect:
 				if k := ev.Effect.IdempotencyKey; k != "" {
@@ -555,7 +554,7 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 			}
 			executions[x.ID] = true
 			// An execution named after a trace makes the trace no stray one.
-			strayCandidates[x.ID] = true
+			stray.Traces = append(stray.Traces, x.ID)
 		case trace.EventAttempt:
 			if n, ok := numbered[entity]; ok {
 				noteAttempt(n.Attempt) // stored above
@@ -592,7 +591,11 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 				return out, err
 			}
 			ch.spans[[2]string{sp.TraceID, sp.SpanID}] = true
-			strayCandidates[sp.TraceID] = true
+			if sp.Role == trace.RoleHTTP && sp.ParentSpanID == "" {
+				stray.LoneTraces = append(stray.LoneTraces, sp.TraceID)
+			} else {
+				stray.Traces = append(stray.Traces, sp.TraceID)
+			}
 			if sp.TraceID != sp.ExecutionID {
 				renamedTraces[sp.TraceID] = true
 			}
@@ -618,7 +621,7 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 			}
 			if f.TraceID != "" {
 				traces[f.TraceID] = true
-				strayCandidates[f.TraceID] = true
+				stray.EffectTraces = append(stray.EffectTraces, f.TraceID)
 				if f.ExecutionID == "" {
 					// Its trace names its execution: the one whose spans came
 					// from it, else, until they arrive, the trace id itself.
@@ -663,11 +666,12 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 	// A trace of nothing but lone HTTP spans is no execution: its effects
 	// join the execution whose attempt was in flight (store/stray.go),
 	// decided again whenever a span, attempt or effect could change that.
-	changed := make([]store.StepRef, 0, len(ch.steps))
+	stray.Traces = setList(setOfStrings(stray.Traces))
+	stray.EffectTraces = setList(setOfStrings(stray.EffectTraces))
 	for ref := range ch.steps {
-		changed = append(changed, ref)
+		stray.Steps = append(stray.Steps, ref)
 	}
-	joins, err := tx.JoinStrayEffects(setList(strayCandidates), changed, attemptStarts)
+	joins, err := tx.JoinStrayEffects(stray)
 	if err != nil {
 		return out, err
 	}
@@ -753,6 +757,14 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 	}
 	out.runs = src.pending
 	return out, nil
+}
+
+func setOfStrings(ss []string) map[string]bool {
+	out := make(map[string]bool, len(ss))
+	for _, s := range ss {
+		out[s] = true
+	}
+	return out
 }
 
 // saveAnalyses audits the runs and stores what they derive (findings,
