@@ -508,16 +508,41 @@ func (t *Tx) DropTracePlaceholder(traceID string) (bool, error) {
 	if err != nil || !placeholder {
 		return false, err
 	}
+	return true, t.deletePlaceholder(traceID)
+}
+
+// DropEffectPlaceholder deletes the execution named after a trace id that
+// an effect of the trace made while it named no execution, once none of
+// the trace's effects is left naming none (a later report of the effect
+// named its execution): what DropTracePlaceholder asks, and no such
+// effect. It reports whether it did.
+func (t *Tx) DropEffectPlaceholder(traceID string) (bool, error) {
+	var placeholder bool
+	err := t.QueryRowContext(t.ctx, `SELECT EXISTS (SELECT 1 FROM executions WHERE execution_id = ?)
+		AND NOT EXISTS (SELECT 1 FROM events WHERE execution_id = ?)
+		AND NOT EXISTS (SELECT 1 FROM attempts WHERE execution_id = ?)
+		AND NOT EXISTS (SELECT 1 FROM spans WHERE execution_id = ?)
+		AND NOT EXISTS (SELECT 1 FROM effects WHERE trace_id = ? AND execution_id = '')`,
+		traceID, traceID, traceID, traceID, traceID).Scan(&placeholder)
+	if err != nil || !placeholder {
+		return false, err
+	}
+	return true, t.deletePlaceholder(traceID)
+}
+
+// deletePlaceholder deletes a placeholder execution and what its analysis
+// stored.
+func (t *Tx) deletePlaceholder(traceID string) error {
 	if err := t.exec(`DELETE FROM findings WHERE execution_id = ? AND source = 'run'`, traceID); err != nil {
-		return false, fmt.Errorf("store: drop placeholder %s: %w", traceID, err)
+		return fmt.Errorf("store: drop placeholder %s: %w", traceID, err)
 	}
 	if err := t.exec(`DELETE FROM executions WHERE execution_id = ?`, traceID); err != nil {
-		return false, fmt.Errorf("store: drop placeholder %s: %w", traceID, err)
+		return fmt.Errorf("store: drop placeholder %s: %w", traceID, err)
 	}
 	if err := t.exec(`DELETE FROM search_terms WHERE execution_id = ?`, traceID); err != nil {
-		return false, fmt.Errorf("store: drop placeholder %s: %w", traceID, err)
+		return fmt.Errorf("store: drop placeholder %s: %w", traceID, err)
 	}
-	return true, nil
+	return nil
 }
 
 // ExecutionsOfTraces returns the executions whose attempts or spans came
@@ -781,6 +806,68 @@ func (t *Tx) RecheckOrphans(effects []trace.EffectRef, keys []string, steps []St
 		return out, fmt.Errorf("store: recheck orphans: %w", err)
 	}
 	out.Executions = sortedSet(touched)
+	return out, nil
+}
+
+// SettleStates gives the effects that no analysis gave a state (no step of
+// any execution holding them is theirs) the state the orphan recheck would:
+// matched when an attempt could have caused them, else orphan. Only a
+// duplicate can be left over (an analysis calls an effect one, e.g. one of
+// identical effects, then no longer claims it): the other states an
+// analysis gives agree with the recheck, which judges every effect whose
+// claim a commit changes. It returns the effects whose state it set; it
+// reads one query when none is a duplicate.
+func (t *Tx) SettleStates(refs []trace.EffectRef) ([]trace.EffectRef, error) {
+	if len(refs) == 0 {
+		return nil, nil
+	}
+	pairs := make([][2]string, len(refs))
+	for i, r := range refs {
+		pairs[i] = [2]string{r.Provider, r.ID}
+	}
+	rows, err := t.QueryContext(t.ctx, `SELECT `+effectColumns+` FROM effects WHERE state = 'duplicate'
+		AND (provider, effect_id) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`, jsonPairs(pairs))
+	if err != nil {
+		return nil, fmt.Errorf("store: settle states: %w", err)
+	}
+	stale, err := scanEffects(rows)
+	if err != nil || len(stale) == 0 {
+		return nil, err
+	}
+	var keys []string
+	var steps [][2]string
+	for _, f := range stale {
+		if f.IdempotencyKey != "" {
+			keys = append(keys, f.IdempotencyKey)
+		}
+		if f.ExecutionID != "" && f.StepID != "" {
+			steps = append(steps, [2]string{f.ExecutionID, f.StepID})
+		}
+	}
+	rows, err = t.QueryContext(t.ctx, `SELECT `+attemptColumns+` FROM attempts WHERE idempotency_key IN `+inList+`
+		UNION SELECT `+attemptColumns+` FROM attempts
+		WHERE (execution_id, step_id) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`,
+		jsonList(sortedSet(setOf(keys))), jsonPairs(steps))
+	if err != nil {
+		return nil, fmt.Errorf("store: settle states: %w", err)
+	}
+	attempts, err := scanAttempts(rows)
+	if err != nil {
+		return nil, fmt.Errorf("store: settle states: %w", err)
+	}
+	claimed := trace.IndexAttempts(attempts)
+	var out []trace.EffectRef
+	for _, f := range stale {
+		state := trace.MatchOrphan
+		if claimed.Claims(f) {
+			state = trace.MatchMatched
+		}
+		if err := t.exec(`UPDATE effects SET state = ?, state_rank = ? WHERE provider = ? AND effect_id = ?`,
+			string(state), effectStateRank(state), f.Provider, f.ID); err != nil {
+			return nil, fmt.Errorf("store: settle states: %w", err)
+		}
+		out = append(out, f.Ref())
+	}
 	return out, nil
 }
 

@@ -625,6 +625,35 @@ func TestOrderRegressions(t *testing.T) {
 			},
 			order: []orderRequest{{itemNative, []int{3}}, {itemSpan, []int{4}}, {itemSpan, []int{2}}, {itemNative, []int{0}}, {itemSpan, []int{1}}},
 		},
+		{
+			// A report of an effect with only its trace context made the
+			// trace id its execution; a second report naming the run
+			// (which wins the fold) left that placeholder behind.
+			name: "an effect whose later report names its execution",
+			items: []orderItem{
+				{kind: itemNative, body: `{"at":"2026-07-01T09:00:55.794Z","effect_id":"h0-fx-10","fingerprint":"send_email map[subject:Welcome to:user2@example.com]","id":"h0-ev-11","idempotency_key":"h0-ik-9","provider":"h0-mail","span_id":"19903d88ca85d158","target":"user1@example.com","trace_id":"7c8e0d63c16ca2abf7be89dc425400c0","type":"effect"}`},
+				{kind: itemNative, body: `{"at":"2026-07-01T09:00:55.794Z","effect_id":"h0-fx-10","execution_id":"h0-run-8","id":"h0-ev-12","provider":"h0-mail","step_id":"s1","type":"effect"}`},
+			},
+			order: []orderRequest{{itemNative, []int{0}}, {itemNative, []int{1}}},
+		},
+		{
+			// Three identical emails, one named by a report that loses the
+			// fold to another: the run called it a duplicate of the other
+			// two while no tool call held them, then, once its spans
+			// arrived, gave it no state at all, and the duplicate stayed.
+			name: "a duplicate no analysis calls one any more",
+			items: []orderItem{
+				{kind: itemNative, body: `{"at":"2026-07-01T09:00:10.962Z","effect_id":"h0-fx-2","fingerprint":"send_email map[subject:Invoice to:user0@example.com]","idempotency_key":"h0-ik-1","provider":"h0-mail","span_id":"ede6da2492d9cd50","summary":"what send_email asked","target":"user0@example.com","trace_id":"a30cdac2f37ca7fa01d2104e2e0363ac","type":"effect"}`},
+				{kind: itemSpan, body: `{"traceId":"a30cdac2f37ca7fa01d2104e2e0363ac","spanId":"2c54c7d720e76de5","parentSpanId":"ed1412283dec9150","name":"execute_tool send_email","kind":1,"startTimeUnixNano":"1782896410942000000","endTimeUnixNano":"1782896412660000000","attributes":[{"key":"gen_ai.operation.name","value":{"stringValue":"execute_tool"}},{"key":"gen_ai.tool.call.arguments","value":{"stringValue":"{\"subject\":\"Invoice\",\"to\":\"user0@example.com\"}"}},{"key":"gen_ai.tool.call.id","value":{"stringValue":"call_3bd3c8c0"}},{"key":"gen_ai.tool.name","value":{"stringValue":"send_email"}},{"key":"oncetrace.effect","value":{"stringValue":"write"}},{"key":"oncetrace.idempotency.key","value":{"stringValue":"h0-ik-1"}},{"key":"oncetrace.provider","value":{"stringValue":"h0-mail"}},{"key":"error.type","value":{"stringValue":"TimeoutError"}}],"status":{"code":2,"message":"TimeoutError: failed"}}`, resource: `[{"key":"service.name","value":{"stringValue":"agent"}}]`},
+				{kind: itemNative, body: `{"at":"2026-07-01T09:00:18.791Z","effect_id":"h0-fx-3","fingerprint":"send_email map[subject:Invoice to:user0@example.com]","id":"h0-ev-4","provider":"h0-mail","span_id":"00f40e650f7c37ad","trace_id":"a30cdac2f37ca7fa01d2104e2e0363ac","type":"effect"}`},
+				{kind: itemSpan, body: `{"traceId":"a30cdac2f37ca7fa01d2104e2e0363ac","spanId":"00f40e650f7c37ad","parentSpanId":"26e53c7d36c01718","name":"POST","kind":3,"startTimeUnixNano":"1782896418768000000","endTimeUnixNano":"1782896419571000000","attributes":[{"key":"http.request.method","value":{"stringValue":"POST"}},{"key":"http.response.status_code","value":{"intValue":"200"}},{"key":"url.full","value":{"stringValue":"https://api.example/send_email"}}],"status":{"code":1}}`, resource: `[{"key":"service.name","value":{"stringValue":"agent"}}]`},
+				{kind: itemSpan, body: `{"traceId":"a30cdac2f37ca7fa01d2104e2e0363ac","spanId":"26e53c7d36c01718","parentSpanId":"ed1412283dec9150","name":"execute_tool send_email","kind":1,"startTimeUnixNano":"1782896418767000000","endTimeUnixNano":"1782896419572000000","attributes":[{"key":"gen_ai.operation.name","value":{"stringValue":"execute_tool"}},{"key":"gen_ai.tool.call.arguments","value":{"stringValue":"{\"subject\":\"Welcome\",\"to\":\"user0@example.com\"}"}},{"key":"gen_ai.tool.call.id","value":{"stringValue":"call_b32cccb9"}},{"key":"gen_ai.tool.name","value":{"stringValue":"send_email"}},{"key":"oncetrace.effect","value":{"stringValue":"write"}},{"key":"oncetrace.provider","value":{"stringValue":"h0-mail"}}],"status":{"code":1}}`, resource: `[{"key":"service.name","value":{"stringValue":"agent"}}]`},
+				{kind: itemNative, body: `{"at":"2026-07-01T09:00:59.974Z","effect_id":"h0-fx-7","execution_id":"h0-exec-6","fingerprint":"send_email map[subject:Invoice to:user0@example.com]","provider":"h0-mail","step_id":"s1","type":"effect"}`},
+				{kind: itemNative, body: `{"at":"2026-07-01T09:00:59.974Z","effect_id":"h0-fx-7","execution_id":"a30cdac2f37ca7fa01d2104e2e0363ac","provider":"h0-mail","step_id":"s1","type":"effect"}`},
+			},
+			order: []orderRequest{{itemSpan, []int{1}}, {itemNative, []int{2}}, {itemSpan, []int{4}}, {itemNative, []int{6}},
+				{itemNative, []int{0}}, {itemNative, []int{5}}, {itemSpan, []int{3}}},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -627,9 +627,7 @@ func (c *runCache) stateStored(f trace.Effect, st trace.MatchState) bool {
 // or step the commit changed. An effect indexed under a key or step it no
 // longer has is one its own change rechecks.
 func (c *runCache) noteRecheck(ch *changes, rechecked []trace.EffectRef) {
-	for _, ref := range rechecked {
-		delete(c.written, ref)
-	}
+	c.forgetWritten(rechecked)
 	for ref := range ch.effects {
 		delete(c.written, ref)
 	}
@@ -644,6 +642,14 @@ func (c *runCache) noteRecheck(ch *changes, rechecked []trace.EffectRef) {
 			delete(c.written, ref)
 		}
 		delete(c.writtenByStep, step)
+	}
+}
+
+// forgetWritten forgets the states of effects something other than an
+// analysis wrote.
+func (c *runCache) forgetWritten(refs []trace.EffectRef) {
+	for _, ref := range refs {
+		delete(c.written, ref)
 	}
 }
 

@@ -456,6 +456,7 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 	var renumber []store.StepRef                 // steps with an attempt identified by its span
 	traces := map[string]bool{}                  // traces an effect of this commit came from
 	renamedTraces := map[string]bool{}           // traces whose spans name an execution other than the trace id
+	namingEffects := map[string]bool{}           // traces of effects that name their execution
 	var stray store.StrayCandidates              // what may make a trace stray or not, or move a stray effect (store/stray.go)
 	ensured := map[string]bool{}
 	// ensure creates an execution an attempt or effect names, once a commit.
@@ -621,6 +622,9 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 			}
 			if f.TraceID != "" {
 				traces[f.TraceID] = true
+				if f.ExecutionID != "" {
+					namingEffects[f.TraceID] = true
+				}
 				stray.EffectTraces = append(stray.EffectTraces, f.TraceID)
 				if f.ExecutionID == "" {
 					// Its trace names its execution: the one whose spans came
@@ -654,6 +658,19 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 	// which arrived first.
 	for _, t := range setList(renamedTraces) {
 		dropped, err := tx.DropTracePlaceholder(t)
+		if err != nil {
+			return out, err
+		}
+		if dropped {
+			delete(executions, t)
+			ch.executions[t] = true
+		}
+	}
+	// Likewise once a later report of an effect names its execution: the
+	// placeholder its trace made goes, unless another effect of the trace
+	// still names none.
+	for _, t := range setList(namingEffects) {
+		dropped, err := tx.DropEffectPlaceholder(t)
 		if err != nil {
 			return out, err
 		}
@@ -795,6 +812,23 @@ func saveAnalyses(tx *store.Tx, runs []trace.Run, fed map[string]bool, cfg trace
 	states, err := ownerEffectStates(tx, runs, analyses, fed, src)
 	if err != nil {
 		return nil, nil, err
+	}
+	// An effect of these runs that none of its owners gives a state falls
+	// back to the orphan recheck's, whatever an earlier analysis said.
+	var unjudged []trace.EffectRef
+	for _, run := range runs {
+		for _, f := range run.Effects {
+			if _, ok := states[f.Ref()]; !ok {
+				unjudged = append(unjudged, f.Ref())
+			}
+		}
+	}
+	settled, err := tx.SettleStates(unjudged)
+	if err != nil {
+		return nil, nil, err
+	}
+	if src != nil && src.cache != nil {
+		src.cache.forgetWritten(settled)
 	}
 	for i, run := range runs {
 		id := run.Execution.ID
