@@ -451,7 +451,7 @@ func (p *pruner) reaudit(ctx context.Context) error {
 				var queue []string
 				switch kind {
 				case "key":
-					touched, err := t.RecheckOrphans(nil, values, nil, p.opts.RepeatWindow)
+					rechecked, err := t.RecheckOrphans(nil, values, nil, p.opts.RepeatWindow)
 					if err != nil {
 						return 0, 0, err
 					}
@@ -459,7 +459,7 @@ func (p *pruner) reaudit(ctx context.Context) error {
 					if err != nil {
 						return 0, 0, err
 					}
-					queue = append(touched, peers...)
+					queue = append(rechecked.Executions, peers...)
 				case "trace":
 					if queue, err = t.ExecutionsOfTraces(values); err != nil {
 						return 0, 0, err

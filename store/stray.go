@@ -1,6 +1,7 @@
 package store
 
 import (
+	"database/sql"
 	"fmt"
 	"slices"
 	"time"
@@ -16,8 +17,13 @@ const strayLookback = 24 * time.Hour
 
 // StrayJoins is what JoinStrayEffects changed.
 type StrayJoins struct {
-	// Executions whose effects changed: an effect joined or left them.
+	// Executions whose effects changed: an effect joined or left them, or
+	// one it names changed its stray mark.
 	Executions []string
+	// Keys of the effects whose stray mark or join changed: the
+	// executions that sent them see those effects change owner (an effect
+	// a stray trace no longer claims is theirs by its key).
+	Keys []string
 	// Effects whose stray mark or join changed: their orphan state is
 	// judged again.
 	Effects []trace.EffectRef
@@ -30,15 +36,23 @@ type StrayJoins struct {
 type StrayCandidates struct {
 	// LoneTraces are the traces of lone HTTP client root spans stored.
 	LoneTraces []string
-	// EffectSpans are the trace and span ids of the effects stored: an
-	// effect whose span is a stored lone HTTP root span is a candidate.
-	EffectSpans [][2]string
-	// Traces are the traces of the other spans and of the attempts
-	// stored: a stray trace that gains one is stray no more.
+	// EffectTraces are the traces of the effects stored: an effect of a
+	// trace with a lone HTTP root span is a candidate, whichever span of
+	// the trace it names.
+	EffectTraces []string
+	// Traces are the traces of the other spans and of the attempts stored,
+	// and the ids of the executions stored (one named after a trace): a
+	// stray trace that gains one is stray no more.
 	Traces []string
-	// From and To span the attempts stored (zero when none): a stray
-	// effect in that time may join one of them.
-	From, To time.Time
+	// Steps are those whose attempts the commit stored, Starts the start
+	// times its attempt events carried (an earlier fold of an attempt may
+	// have had one of them). Whichever attempt of such a step changed, in
+	// its times, its arguments or its step's class, the stray effects it
+	// was or is a candidate for happened within strayLookback of one of
+	// those starts: an attempt still running is in flight until then,
+	// however long ago it started.
+	Steps  []StepRef
+	Starts []time.Time
 }
 
 // JoinStrayEffects decides again, for the candidates a commit stored,
@@ -50,11 +64,14 @@ type StrayCandidates struct {
 // stray about it costs two index lookups.
 func (t *Tx) JoinStrayEffects(c StrayCandidates) (StrayJoins, error) {
 	var out StrayJoins
+	from, to, err := t.flightWindow(c.Steps, c.Starts)
+	if err != nil {
+		return out, err
+	}
 	traceSet := setOf(c.LoneTraces)
-	if len(c.EffectSpans) > 0 {
-		lone, err := t.strings(`SELECT DISTINCT trace_id FROM spans
-			WHERE (trace_id, span_id) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))
-			AND role = 'http' AND parent_span_id = ''`, jsonPairs(c.EffectSpans))
+	if len(c.EffectTraces) > 0 {
+		lone, err := t.strings(`SELECT DISTINCT trace_id FROM spans WHERE trace_id IN `+inList+` AND role = 'http' AND parent_span_id = ''`,
+			jsonList(c.EffectTraces))
 		if err != nil {
 			return out, fmt.Errorf("store: effects' lone HTTP spans: %w", err)
 		}
@@ -71,14 +88,14 @@ func (t *Tx) JoinStrayEffects(c StrayCandidates) (StrayJoins, error) {
 			traceSet[id] = true
 		}
 	}
-	if len(traceSet) == 0 && c.From.IsZero() {
+	if len(traceSet) == 0 && from.IsZero() {
 		return out, nil
 	}
 	query := `SELECT ` + effectColumns + ` FROM effects WHERE trace_id IN ` + inList
 	args := []any{jsonList(sortedSet(traceSet))}
-	if !c.From.IsZero() {
+	if !from.IsZero() {
 		query += ` UNION SELECT ` + effectColumns + ` FROM effects WHERE stray = 1 AND sort_at BETWEEN ? AND ?`
-		args = append(args, c.From.UnixNano(), c.To.UnixNano())
+		args = append(args, from.UnixNano(), to.UnixNano())
 	}
 	rows, err := t.QueryContext(t.ctx, query, args...)
 	if err != nil {
@@ -118,10 +135,13 @@ func (t *Tx) JoinStrayEffects(c StrayCandidates) (StrayJoins, error) {
 			return out, fmt.Errorf("store: join stray effect %s/%s: %w", f.Provider, f.ID, err)
 		}
 		out.Effects = append(out.Effects, f.Ref())
-		for _, id := range []string{f.JoinedExecutionID, joined} {
+		for _, id := range []string{f.JoinedExecutionID, joined, f.ExecutionID} {
 			if id != "" {
 				touched[id] = true
 			}
+		}
+		if f.IdempotencyKey != "" && !slices.Contains(out.Keys, f.IdempotencyKey) {
+			out.Keys = append(out.Keys, f.IdempotencyKey)
 		}
 	}
 	for _, id := range all {
@@ -139,6 +159,45 @@ func (t *Tx) JoinStrayEffects(c StrayCandidates) (StrayJoins, error) {
 	}
 	out.Executions = sortedSet(touched)
 	return out, nil
+}
+
+// flightWindow is when stray effects that an attempt of the steps could
+// have sent happened: from the earliest start among the steps' attempts
+// and starts to strayLookback after the latest. Both are zero when there
+// is no start.
+func (t *Tx) flightWindow(steps []StepRef, starts []time.Time) (from, to time.Time, err error) {
+	if len(steps) > 0 {
+		pairs := make([][2]string, len(steps))
+		for i, s := range steps {
+			pairs[i] = [2]string{s.ExecutionID, s.StepID}
+		}
+		var first, last sql.NullInt64
+		// Without a stray effect anywhere there is nothing to look for
+		// (one index lookup).
+		err := t.QueryRowContext(t.ctx, `SELECT min(started_at), max(started_at) FROM attempts
+			WHERE (execution_id, step_id) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))
+			AND EXISTS (SELECT 1 FROM effects WHERE stray = 1)`,
+			jsonPairs(pairs)).Scan(&first, &last)
+		if err != nil {
+			return from, to, fmt.Errorf("store: steps' attempts in flight: %w", err)
+		}
+		starts = append(starts, fromNanos(first), fromNanos(last))
+	}
+	for _, s := range starts {
+		if s.IsZero() {
+			continue
+		}
+		if from.IsZero() || s.Before(from) {
+			from = s
+		}
+		if s.After(to) {
+			to = s
+		}
+	}
+	if !to.IsZero() {
+		to = to.Add(strayLookback)
+	}
+	return from, to, nil
 }
 
 // strayTraces says which of the traces are stray: only lone HTTP client

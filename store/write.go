@@ -508,16 +508,41 @@ func (t *Tx) DropTracePlaceholder(traceID string) (bool, error) {
 	if err != nil || !placeholder {
 		return false, err
 	}
+	return true, t.deletePlaceholder(traceID)
+}
+
+// DropEffectPlaceholder deletes the execution named after a trace id that
+// an effect of the trace made while it named no execution, once none of
+// the trace's effects is left naming none (a later report of the effect
+// named its execution): what DropTracePlaceholder asks, and no such
+// effect. It reports whether it did.
+func (t *Tx) DropEffectPlaceholder(traceID string) (bool, error) {
+	var placeholder bool
+	err := t.QueryRowContext(t.ctx, `SELECT EXISTS (SELECT 1 FROM executions WHERE execution_id = ?)
+		AND NOT EXISTS (SELECT 1 FROM events WHERE execution_id = ?)
+		AND NOT EXISTS (SELECT 1 FROM attempts WHERE execution_id = ?)
+		AND NOT EXISTS (SELECT 1 FROM spans WHERE execution_id = ?)
+		AND NOT EXISTS (SELECT 1 FROM effects WHERE trace_id = ? AND execution_id = '')`,
+		traceID, traceID, traceID, traceID, traceID).Scan(&placeholder)
+	if err != nil || !placeholder {
+		return false, err
+	}
+	return true, t.deletePlaceholder(traceID)
+}
+
+// deletePlaceholder deletes a placeholder execution and what its analysis
+// stored.
+func (t *Tx) deletePlaceholder(traceID string) error {
 	if err := t.exec(`DELETE FROM findings WHERE execution_id = ? AND source = 'run'`, traceID); err != nil {
-		return false, fmt.Errorf("store: drop placeholder %s: %w", traceID, err)
+		return fmt.Errorf("store: drop placeholder %s: %w", traceID, err)
 	}
 	if err := t.exec(`DELETE FROM executions WHERE execution_id = ?`, traceID); err != nil {
-		return false, fmt.Errorf("store: drop placeholder %s: %w", traceID, err)
+		return fmt.Errorf("store: drop placeholder %s: %w", traceID, err)
 	}
 	if err := t.exec(`DELETE FROM search_terms WHERE execution_id = ?`, traceID); err != nil {
-		return false, fmt.Errorf("store: drop placeholder %s: %w", traceID, err)
+		return fmt.Errorf("store: drop placeholder %s: %w", traceID, err)
 	}
-	return true, nil
+	return nil
 }
 
 // ExecutionsOfTraces returns the executions whose attempts or spans came
@@ -627,14 +652,28 @@ func (t *Tx) strings(query string, args ...any) ([]string, error) {
 // StepRef names one step of one execution.
 type StepRef struct{ ExecutionID, StepID string }
 
+// OrphanRecheck is what RecheckOrphans judged.
+type OrphanRecheck struct {
+	// Executions are those the judged effects belong to, by name or by a
+	// key their attempts sent: they must be re-counted, and their runs
+	// analysed again, since the recheck may have set a state (orphan or
+	// matched) that their analysis refines (duplicate).
+	Executions []string
+	// Effects are every effect whose state the recheck may have written,
+	// identical effects pulled in with the others included.
+	Effects []trace.EffectRef
+}
+
 // RecheckOrphans decides again, for the effects named, the effects carrying
 // one of the keys and the effects naming one of the steps, whether any
 // attempt can have caused them (trace.AttemptIndex decides, as for the
-// world audit), and keeps their orphan_effect findings in step. It returns
-// the executions those findings name, which must be re-counted. It reads
-// with three queries and writes with a few statements whatever the number
-// of effects, plus one insert per orphan.
-func (t *Tx) RecheckOrphans(effects []trace.EffectRef, keys []string, steps []StepRef, repeatWindow time.Duration) ([]string, error) {
+// world audit), and keeps their orphan_effect findings in step. The state
+// of an effect its trace context claims is left to the analysis of the
+// execution that owns it, which alone can tell whether a tool call sent
+// it. It reads with four queries and writes with a few statements whatever
+// the number of effects, plus one insert per orphan.
+func (t *Tx) RecheckOrphans(effects []trace.EffectRef, keys []string, steps []StepRef, repeatWindow time.Duration) (OrphanRecheck, error) {
+	var out OrphanRecheck
 	stepPairs := make([][2]string, 0, len(steps))
 	for _, s := range steps {
 		stepPairs = append(stepPairs, [2]string{s.ExecutionID, s.StepID})
@@ -650,14 +689,14 @@ func (t *Tx) RecheckOrphans(effects []trace.EffectRef, keys []string, steps []St
 		WHERE (execution_id, step_id) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`,
 		jsonPairs(refPairs), jsonList(keys), jsonPairs(stepPairs))
 	if err != nil {
-		return nil, fmt.Errorf("store: orphan candidates: %w", err)
+		return out, fmt.Errorf("store: orphan candidates: %w", err)
 	}
 	candidates, err := scanEffects(rows)
 	if err != nil {
-		return nil, fmt.Errorf("store: orphan candidates: %w", err)
+		return out, fmt.Errorf("store: orphan candidates: %w", err)
 	}
 	if len(candidates) == 0 {
-		return nil, nil
+		return out, nil
 	}
 	// The effects identical to a candidate (one provider, one
 	// fingerprint) are judged again with it: whether one repeats another
@@ -673,11 +712,11 @@ func (t *Tx) RecheckOrphans(effects []trace.EffectRef, keys []string, steps []St
 			WHERE fingerprint != '' AND (provider, fingerprint) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`,
 			jsonPairs(identical))
 		if err != nil {
-			return nil, fmt.Errorf("store: identical effects: %w", err)
+			return out, fmt.Errorf("store: identical effects: %w", err)
 		}
 		more, err := scanEffects(rows)
 		if err != nil {
-			return nil, fmt.Errorf("store: identical effects: %w", err)
+			return out, fmt.Errorf("store: identical effects: %w", err)
 		}
 		have := map[trace.EffectRef]bool{}
 		for _, f := range candidates {
@@ -709,31 +748,43 @@ func (t *Tx) RecheckOrphans(effects []trace.EffectRef, keys []string, steps []St
 		WHERE (execution_id, step_id) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`,
 		jsonList(sortedSet(setOf(candidateKeys))), jsonPairs(candidateSteps))
 	if err != nil {
-		return nil, fmt.Errorf("store: orphan candidates' attempts: %w", err)
+		return out, fmt.Errorf("store: orphan candidates' attempts: %w", err)
 	}
 	attempts, err := scanAttempts(rows)
 	if err != nil {
-		return nil, fmt.Errorf("store: orphan candidates' attempts: %w", err)
+		return out, fmt.Errorf("store: orphan candidates' attempts: %w", err)
 	}
 	claimed := trace.IndexAttempts(attempts)
+	touched := map[string]bool{}
+	for _, a := range attempts {
+		touched[a.ExecutionID] = true // sent a candidate's key, or ran the step it names
+	}
 
 	if err := t.exec(`DELETE FROM findings WHERE source = 'effect'
 		AND (effect_provider, effect_id) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`,
 		jsonPairs(candidateRefs)); err != nil {
-		return nil, fmt.Errorf("store: recheck orphans: %w", err)
+		return out, fmt.Errorf("store: recheck orphans: %w", err)
 	}
 	var orphans, matched [][2]string
 	var orphanEffects []trace.Effect
-	touched := map[string]bool{}
 	for _, f := range candidates {
 		ref := [2]string{f.Provider, f.ID}
-		if claimed.Claims(f) {
+		switch {
+		case f.TraceID != "" && (!f.StrayTrace || f.JoinedExecutionID != ""):
+			// Its trace's execution (or the one a stray trace's effect
+			// joined) owns it, and the run analysis of that execution
+			// alone says whether a tool call sent it (matched) or none
+			// arrived (orphan): this commit may not analyse that
+			// execution, and a state set here would stay.
+		case claimed.Claims(f):
 			matched = append(matched, ref)
-		} else {
+			out.Effects = append(out.Effects, f.Ref())
+		default:
 			orphans = append(orphans, ref)
 			orphanEffects = append(orphanEffects, f)
+			out.Effects = append(out.Effects, f.Ref())
 			if err := t.insertFinding("effect", trace.OrphanFinding(f)); err != nil {
-				return nil, err
+				return out, err
 			}
 		}
 		if f.ExecutionID != "" {
@@ -742,19 +793,82 @@ func (t *Tx) RecheckOrphans(effects []trace.EffectRef, keys []string, steps []St
 	}
 	for _, f := range trace.RepeatedOrphans(orphanEffects, trace.Config{RepeatWindow: repeatWindow}) {
 		if err := t.insertFinding("effect", f); err != nil {
-			return nil, err
+			return out, err
 		}
 	}
 	// A matched effect may be a duplicate; the run analysis that follows
 	// refines it, so only an orphan's state is set back to matched here.
 	const refsIn = `(provider, effect_id) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`
 	if err := t.exec(`UPDATE effects SET state = 'orphan', state_rank = 1 WHERE state != 'orphan' AND `+refsIn, jsonPairs(orphans)); err != nil {
-		return nil, fmt.Errorf("store: recheck orphans: %w", err)
+		return out, fmt.Errorf("store: recheck orphans: %w", err)
 	}
 	if err := t.exec(`UPDATE effects SET state = 'matched', state_rank = 2 WHERE state = 'orphan' AND `+refsIn, jsonPairs(matched)); err != nil {
-		return nil, fmt.Errorf("store: recheck orphans: %w", err)
+		return out, fmt.Errorf("store: recheck orphans: %w", err)
 	}
-	return sortedSet(touched), nil
+	out.Executions = sortedSet(touched)
+	return out, nil
+}
+
+// SettleStates gives the effects that no analysis gave a state (no step of
+// any execution holding them is theirs) the state the orphan recheck would:
+// matched when an attempt could have caused them, else orphan. Only a
+// duplicate can be left over (an analysis calls an effect one, e.g. one of
+// identical effects, then no longer claims it): the other states an
+// analysis gives agree with the recheck, which judges every effect whose
+// claim a commit changes. It returns the effects whose state it set; it
+// reads one query when none is a duplicate.
+func (t *Tx) SettleStates(refs []trace.EffectRef) ([]trace.EffectRef, error) {
+	if len(refs) == 0 {
+		return nil, nil
+	}
+	pairs := make([][2]string, len(refs))
+	for i, r := range refs {
+		pairs[i] = [2]string{r.Provider, r.ID}
+	}
+	rows, err := t.QueryContext(t.ctx, `SELECT `+effectColumns+` FROM effects WHERE state = 'duplicate'
+		AND (provider, effect_id) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`, jsonPairs(pairs))
+	if err != nil {
+		return nil, fmt.Errorf("store: settle states: %w", err)
+	}
+	stale, err := scanEffects(rows)
+	if err != nil || len(stale) == 0 {
+		return nil, err
+	}
+	var keys []string
+	var steps [][2]string
+	for _, f := range stale {
+		if f.IdempotencyKey != "" {
+			keys = append(keys, f.IdempotencyKey)
+		}
+		if f.ExecutionID != "" && f.StepID != "" {
+			steps = append(steps, [2]string{f.ExecutionID, f.StepID})
+		}
+	}
+	rows, err = t.QueryContext(t.ctx, `SELECT `+attemptColumns+` FROM attempts WHERE idempotency_key IN `+inList+`
+		UNION SELECT `+attemptColumns+` FROM attempts
+		WHERE (execution_id, step_id) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`,
+		jsonList(sortedSet(setOf(keys))), jsonPairs(steps))
+	if err != nil {
+		return nil, fmt.Errorf("store: settle states: %w", err)
+	}
+	attempts, err := scanAttempts(rows)
+	if err != nil {
+		return nil, fmt.Errorf("store: settle states: %w", err)
+	}
+	claimed := trace.IndexAttempts(attempts)
+	var out []trace.EffectRef
+	for _, f := range stale {
+		state := trace.MatchOrphan
+		if claimed.Claims(f) {
+			state = trace.MatchMatched
+		}
+		if err := t.exec(`UPDATE effects SET state = ?, state_rank = ? WHERE provider = ? AND effect_id = ?`,
+			string(state), effectStateRank(state), f.Provider, f.ID); err != nil {
+			return nil, fmt.Errorf("store: settle states: %w", err)
+		}
+		out = append(out, f.Ref())
+	}
+	return out, nil
 }
 
 // jsonPairs is pairs as one JSON array of two-element arrays, bound as one

@@ -332,9 +332,24 @@ func (ra *RunAuditor) Analyse(r Run, cfg Config) RunAnalysis {
 			delete(effectStep, ref)
 		}
 	}
+	// An effect sent from a tool call's span (its trace context) belongs to
+	// the attempt of that span: one that came or went moves it. Without
+	// spans in the run (Analyse audits a run with spans whole), its span
+	// is the attempt's own.
+	var dirtySpans map[string]bool
+	for _, as := range [][]Attempt{lost, gained} {
+		for _, a := range as {
+			if a.SpanID != "" {
+				if dirtySpans == nil {
+					dirtySpans = map[string]bool{}
+				}
+				dirtySpans[a.SpanID] = true
+			}
+		}
+	}
 	var rematch []Effect
 	for _, e := range r.Effects {
-		if dirtyEffects[e.Ref()] || dirtyKeys[e.IdempotencyKey] || dirtySteps[e.StepID] {
+		if dirtyEffects[e.Ref()] || dirtyKeys[e.IdempotencyKey] || dirtySteps[e.StepID] || e.SpanID != "" && dirtySpans[e.SpanID] {
 			rematch = append(rematch, e)
 		}
 	}

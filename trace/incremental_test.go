@@ -30,6 +30,11 @@ func TestRunAuditorMatchesAnalyseRun(t *testing.T) {
 			if a.Outcome != "" {
 				a.EndedAt = at.Add(time.Duration(rng.Intn(3000)) * time.Millisecond)
 			}
+			if rng.Intn(3) == 0 {
+				// A tool call's span: effects with its trace context hang
+				// from it.
+				a.TraceID, a.SpanID = "x", pick("sp1", "sp2", "sp3", fmt.Sprintf("sp%d", rng.Intn(40)))
+			}
 			return a
 		}
 		for change := range 120 {
@@ -52,22 +57,38 @@ func TestRunAuditorMatchesAnalyseRun(t *testing.T) {
 				a.Outcome, a.EndedAt = "ok", a.StartedAt.Add(time.Second)
 			case n < 7: // an effect
 				f := Effect{Provider: pick("mail", "pay"), ID: fmt.Sprintf("m%d", change), IdempotencyKey: key(),
-					At: base.Add(time.Duration(rng.Intn(600)) * time.Second)}
-				switch rng.Intn(4) {
+					At: base.Add(time.Duration(rng.Intn(600)) * time.Second), Fingerprint: pick("", "fa", "fb")}
+				switch rng.Intn(5) {
+				case 3:
+					// Of another trace, which may be a stray one (a lone HTTP
+					// span's): the run holds it by its names or key.
+					f.TraceID, f.SpanID, f.StrayTrace = "t2", "h1", rng.Intn(2) == 0
+					if rng.Intn(2) == 0 {
+						f.ExecutionID = "x"
+					}
 				case 0:
 					f.ExecutionID, f.StepID = "x", r.Steps[rng.Intn(len(r.Steps))].ID
 				case 1:
 					f.ExecutionID, f.StepID = pick("x", "y"), pick("s1", "s2", "gone")
 				case 2:
 					f.TraceID = "x"
+					if rng.Intn(2) == 0 {
+						// Sent from a tool call's span, which may not have
+						// arrived yet.
+						f.SpanID = pick("sp1", "sp2", "sp3", fmt.Sprintf("sp%d", rng.Intn(40)))
+					}
 				}
 				r.Effects = append(slices.Clone(r.Effects), f)
 			case n < 8 && len(r.Effects) > 0: // an effect changes or goes
 				r.Effects = slices.Clone(r.Effects)
 				i := rng.Intn(len(r.Effects))
-				if rng.Intn(2) == 0 {
+				switch rng.Intn(3) {
+				case 0:
 					r.Effects[i].IdempotencyKey = key()
-				} else {
+				case 1:
+					// Its trace turns out stray, or no longer is.
+					r.Effects[i].StrayTrace = !r.Effects[i].StrayTrace
+				default:
 					r.Effects = slices.Delete(r.Effects, i, i+1)
 				}
 			case n < 9: // a peer

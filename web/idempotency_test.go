@@ -197,6 +197,37 @@ func TestIncrementalAuditMatchesFreshAudit(t *testing.T) {
 				`{"type":"effect","provider":"mail-api","effect_id":"F","idempotency_key":"Z","at":"2026-06-30T10:00:00.500Z"}`,
 			},
 		},
+		{
+			// The email's trace is known (it made the trace's execution)
+			// before its tool call's span: once the span arrives, the email
+			// is the step's, not an orphan beside a missing_effect.
+			name: "an effect sent from a tool call's span that arrives after it",
+			events: []string{
+				`{"type":"effect","provider":"pay-api","effect_id":"F","trace_id":"4bf92f3577b34da6a3ce929d0e0e4736","span_id":"00000000000000c1","at":"2026-06-30T10:00:00.500Z"}`,
+				`{"type":"attempt","execution_id":"4bf92f3577b34da6a3ce929d0e0e4736","step_id":"s1","trace_id":"4bf92f3577b34da6a3ce929d0e0e4736","span_id":"00000000000000c1","tool":"charge_card","effect":"write","provider":"pay-api","started_at":"2026-06-30T10:00:00Z","ended_at":"2026-06-30T10:00:01Z","outcome":"ok"}`,
+			},
+		},
+		{
+			// Two effects of traces no span came from, one key string at
+			// two providers: neither is any tool call's, whichever came
+			// first (the orphan recheck must not call one matched).
+			name: "effects of two unexported traces sharing a key at two providers",
+			events: []string{
+				`{"type":"effect","provider":"mail-api","effect_id":"F1","idempotency_key":"K","trace_id":"41e2a3a7f6fade948959c0f25fb6a3c2","span_id":"0837d738b1e3d9e9","at":"2026-06-30T10:00:00.500Z"}`,
+				`{"type":"effect","provider":"pay-api","effect_id":"F2","idempotency_key":"K","trace_id":"6eba4a3bb8c94aca1bd154c5d0d5962c","span_id":"7d2a8124a9fefeaa","at":"2026-06-30T10:01:00.500Z"}`,
+			},
+		},
+		{
+			// An attempt still running is in flight at the email of a lone
+			// HTTP span a minute after it started: the email joins it
+			// (inferred) whether it came before the attempt or after.
+			name: "a stray email sent while an attempt that started long before still runs",
+			events: []string{
+				`{"type":"attempt","execution_id":"exec_A","step_id":"s1","attempt":1,"tool":"send_email","effect":"write","provider":"mail-api","args":{"to":"jordan@acme.dev"},"started_at":"2026-06-30T10:00:00Z"}`,
+				`{"type":"span","execution_id":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa2","trace_id":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa2","span_id":"bbbbbbbbbbbbbbb2","role":"http","name":"POST","http_method":"POST","started_at":"2026-06-30T10:01:00Z","ended_at":"2026-06-30T10:01:01Z"}`,
+				`{"type":"effect","provider":"mail-api","effect_id":"m1","target":"jordan@acme.dev","fingerprint":"mail:aa","trace_id":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa2","span_id":"bbbbbbbbbbbbbbb2","at":"2026-06-30T10:01:00.500Z"}`,
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

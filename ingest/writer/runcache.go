@@ -613,17 +613,21 @@ func newEffects(run trace.Run, added map[trace.EffectRef]bool, changed map[trace
 // stateStored reports whether the store holds st for f already: this
 // writer stored it, and no orphan recheck (store.RecheckOrphans) may have
 // written it since. A commit rechecks the effects it wrote, those carrying
-// a key it wrote and those naming a step it wrote; the recheck runs before
+// a key it wrote and those naming a step it wrote, and the effects
+// identical to those (noteRecheck is told which); the recheck runs before
 // the commit's analyses store states.
 func (c *runCache) stateStored(f trace.Effect, st trace.MatchState) bool {
 	w, ok := c.written[f.Ref()]
 	return ok && w == st
 }
 
-// noteRecheck forgets the states the commit's orphan recheck may write.
-// An effect indexed under a key or step it no longer has is one its own
-// change rechecks.
-func (c *runCache) noteRecheck(ch *changes) {
+// noteRecheck forgets the states the commit's orphan recheck may have
+// written: those of the effects it judged (rechecked), which take in
+// effects identical to the commit's, and of any effect indexed under a key
+// or step the commit changed. An effect indexed under a key or step it no
+// longer has is one its own change rechecks.
+func (c *runCache) noteRecheck(ch *changes, rechecked []trace.EffectRef) {
+	c.forgetWritten(rechecked)
 	for ref := range ch.effects {
 		delete(c.written, ref)
 	}
@@ -638,6 +642,14 @@ func (c *runCache) noteRecheck(ch *changes) {
 			delete(c.written, ref)
 		}
 		delete(c.writtenByStep, step)
+	}
+}
+
+// forgetWritten forgets the states of effects something other than an
+// analysis wrote.
+func (c *runCache) forgetWritten(refs []trace.EffectRef) {
+	for _, ref := range refs {
+		delete(c.written, ref)
 	}
 }
 

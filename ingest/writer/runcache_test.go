@@ -21,7 +21,10 @@ import (
 // is made of: retries with and without keys, keys shared between
 // executions (peers), one key sent with other arguments, duplicate,
 // keyed-only and orphan effects, conflicting outcomes, replays and
-// deduplicated answers, executions that end and that never do.
+// deduplicated answers, executions that end and that never do; and
+// executions that record their trace, whose effects hang from their
+// attempts' spans by trace context alone, and effects of traces nobody
+// exported, one key string sent to two providers.
 func mixedHistory(t *testing.T, executions int) []trace.Event {
 	t.Helper()
 	rng := rand.New(rand.NewSource(13))
@@ -43,6 +46,10 @@ func mixedHistory(t *testing.T, executions int) []trace.Event {
 	}
 	for x := range executions {
 		exec := fmt.Sprintf("exec_%02d", x)
+		traceID := ""
+		if x%3 == 0 {
+			traceID = fmt.Sprintf("%032x", 0xa000+x)
+		}
 		add(map[string]any{"type": "execution", "id": exec + "_start", "execution_id": exec, "name": "billing-agent",
 			"status": "running", "started_at": at(x, 0, 0)})
 		steps := 2 + rng.Intn(8)
@@ -71,6 +78,9 @@ func mixedHistory(t *testing.T, executions int) []trace.Event {
 				}
 				if key != "" {
 					start["idempotency_key"] = key
+				}
+				if traceID != "" {
+					start["trace_id"], start["span_id"] = traceID, fmt.Sprintf("%016x", 100*s+n)
 				}
 				add(start)
 				if rng.Intn(5) == 0 {
@@ -102,7 +112,14 @@ func mixedHistory(t *testing.T, executions int) []trace.Event {
 			for f := range rng.Intn(3) {
 				ev := map[string]any{"type": "effect", "id": fmt.Sprintf("%s_%d_f%d", exec, s, f), "provider": "mail-api",
 					"effect_id": fmt.Sprintf("msg_%s_%d_%d", exec, s, f), "at": at(x, s, 120+f), "target": "jordan@acme.dev"}
-				switch rng.Intn(3) {
+				choice := rng.Intn(3)
+				if traceID != "" && rng.Intn(2) == 0 {
+					choice = 3
+				}
+				switch choice {
+				case 3:
+					// From the span of one of the step's attempts.
+					ev["trace_id"], ev["span_id"] = traceID, fmt.Sprintf("%016x", 100*s+1+rng.Intn(tries))
 				case 0:
 					ev["execution_id"], ev["step_id"] = exec, step
 				case 1:
@@ -121,6 +138,15 @@ func mixedHistory(t *testing.T, executions int) []trace.Event {
 		if rng.Intn(4) == 0 {
 			add(map[string]any{"type": "effect", "id": exec + "_orphan", "provider": "mail-api", "effect_id": "msg_" + exec + "_orphan",
 				"idempotency_key": "ik_nobody_" + exec, "at": at(x, 30, 0)})
+		}
+		if x%5 == 1 {
+			// Effects of two traces nobody exported, one key string at two
+			// providers.
+			for i, provider := range []string{"mail-api", "pay-api"} {
+				add(map[string]any{"type": "effect", "id": fmt.Sprintf("%s_lost_%d", exec, i), "provider": provider,
+					"effect_id": fmt.Sprintf("msg_%s_lost_%d", exec, i), "idempotency_key": "ik_lost_" + exec,
+					"trace_id": fmt.Sprintf("%032x", 0xb000+2*x+i), "span_id": "00000000000000d1", "at": at(x, 31, i)})
+			}
 		}
 		if rng.Intn(3) > 0 {
 			add(map[string]any{"type": "execution", "id": exec + "_end", "execution_id": exec,

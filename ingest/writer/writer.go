@@ -456,6 +456,7 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 	var renumber []store.StepRef                 // steps with an attempt identified by its span
 	traces := map[string]bool{}                  // traces an effect of this commit came from
 	renamedTraces := map[string]bool{}           // traces whose spans name an execution other than the trace id
+	namingEffects := map[string]bool{}           // traces of effects that name their execution
 	var stray store.StrayCandidates              // what may make a trace stray or not, or move a stray effect (store/stray.go)
 	ensured := map[string]bool{}
 	// ensure creates an execution an attempt or effect names, once a commit.
@@ -469,12 +470,6 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 
 	// noteAttempt records what a stored attempt changed.
 	noteAttempt := func(a trace.Attempt) {
-		if !a.StartedAt.IsZero() {
-			if stray.From.IsZero() || a.StartedAt.Before(stray.From) {
-				stray.From = a.StartedAt
-			}
-			stray.To = maxTime(stray.To, a.StartedAt, a.EndedAt)
-		}
 		if a.TraceID != "" {
 			stray.Traces = append(stray.Traces, a.TraceID)
 		}
@@ -534,6 +529,9 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 				if k := ev.Attempt.IdempotencyKey; k != "" {
 					keys[k] = true
 				}
+				if !ev.Attempt.StartedAt.IsZero() {
+					stray.Starts = append(stray.Starts, ev.Attempt.StartedAt)
+				}
 			case trace.EventEffect:
 				if k := ev.Effect.IdempotencyKey; k != "" {
 					keys[k] = true
@@ -556,6 +554,8 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 				return out, err
 			}
 			executions[x.ID] = true
+			// An execution named after a trace makes the trace no stray one.
+			stray.Traces = append(stray.Traces, x.ID)
 		case trace.EventAttempt:
 			if n, ok := numbered[entity]; ok {
 				noteAttempt(n.Attempt) // stored above
@@ -622,9 +622,10 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 			}
 			if f.TraceID != "" {
 				traces[f.TraceID] = true
-				if f.SpanID != "" {
-					stray.EffectSpans = append(stray.EffectSpans, [2]string{f.TraceID, f.SpanID})
+				if f.ExecutionID != "" {
+					namingEffects[f.TraceID] = true
 				}
+				stray.EffectTraces = append(stray.EffectTraces, f.TraceID)
 				if f.ExecutionID == "" {
 					// Its trace names its execution: the one whose spans came
 					// from it, else, until they arrive, the trace id itself.
@@ -665,11 +666,28 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 			ch.executions[t] = true
 		}
 	}
+	// Likewise once a later report of an effect names its execution: the
+	// placeholder its trace made goes, unless another effect of the trace
+	// still names none.
+	for _, t := range setList(namingEffects) {
+		dropped, err := tx.DropEffectPlaceholder(t)
+		if err != nil {
+			return out, err
+		}
+		if dropped {
+			delete(executions, t)
+			ch.executions[t] = true
+		}
+	}
 
 	// A trace of nothing but lone HTTP spans is no execution: its effects
 	// join the execution whose attempt was in flight (store/stray.go),
 	// decided again whenever a span, attempt or effect could change that.
 	stray.Traces = setList(setOfStrings(stray.Traces))
+	stray.EffectTraces = setList(setOfStrings(stray.EffectTraces))
+	for ref := range ch.steps {
+		stray.Steps = append(stray.Steps, ref)
+	}
 	joins, err := tx.JoinStrayEffects(stray)
 	if err != nil {
 		return out, err
@@ -689,6 +707,10 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 		ch.effects[ref] = true
 		effectRefs = append(effectRefs, ref)
 	}
+	for _, k := range joins.Keys {
+		keys[k] = true
+		ch.keys[k] = true
+	}
 
 	seenSteps := map[store.StepRef]bool{}
 	for _, ref := range renumber {
@@ -706,7 +728,7 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 	if err != nil {
 		return out, err
 	}
-	orphanExecutions, err := tx.RecheckOrphans(effectRefs, keyList, steps, cfg.RepeatWindow)
+	rechecked, err := tx.RecheckOrphans(effectRefs, keyList, steps, cfg.RepeatWindow)
 	if err != nil {
 		return out, err
 	}
@@ -718,7 +740,7 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 	if err != nil {
 		return out, err
 	}
-	for _, list := range [][]string{orphanExecutions, keyExecutions, providerExecutions, traceExecutions} {
+	for _, list := range [][]string{rechecked.Executions, keyExecutions, providerExecutions, traceExecutions} {
 		for _, id := range list {
 			executions[id] = true
 		}
@@ -731,7 +753,7 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 		fed[p] = true // checked because this commit stores an effect of it
 	}
 	if cache != nil {
-		cache.noteRecheck(ch) // before the recheck's states can be overwritten below
+		cache.noteRecheck(ch, rechecked.Effects) // before the recheck's states can be overwritten below
 	}
 	src := newRunSource(tx, fed, cache, ch)
 	src.forget(executions)
@@ -762,16 +784,6 @@ func setOfStrings(ss []string) map[string]bool {
 	return out
 }
 
-// maxTime is the latest of t and the non-zero times.
-func maxTime(t time.Time, times ...time.Time) time.Time {
-	for _, u := range times {
-		if u.After(t) {
-			t = u
-		}
-	}
-	return t
-}
-
 // saveAnalyses audits the runs and stores what they derive (findings,
 // effect states, counts, audit state, and the rows of changedSteps), as one
 // commit of the writer or a re-audit after a prune does. It returns the
@@ -800,6 +812,23 @@ func saveAnalyses(tx *store.Tx, runs []trace.Run, fed map[string]bool, cfg trace
 	states, err := ownerEffectStates(tx, runs, analyses, fed, src)
 	if err != nil {
 		return nil, nil, err
+	}
+	// An effect of these runs that none of its owners gives a state falls
+	// back to the orphan recheck's, whatever an earlier analysis said.
+	var unjudged []trace.EffectRef
+	for _, run := range runs {
+		for _, f := range run.Effects {
+			if _, ok := states[f.Ref()]; !ok {
+				unjudged = append(unjudged, f.Ref())
+			}
+		}
+	}
+	settled, err := tx.SettleStates(unjudged)
+	if err != nil {
+		return nil, nil, err
+	}
+	if src != nil && src.cache != nil {
+		src.cache.forgetWritten(settled)
 	}
 	for i, run := range runs {
 		id := run.Execution.ID
