@@ -39,7 +39,7 @@ unit:
 # the real server and compares every answer. The race detector slows SQLite
 # some twentyfold, so under -race it posts a few histories (the harness
 # stays race-clean) and here, without it, ONCETRACE_ORDER_HISTORIES of them
-# (250 by default, about 30 s on two cores).
+# (250 by default, 15 to 30 s on two cores).
 ORDER_TEST = $(GO) test -count=1 -run '^TestOrderIndependence$$' ./web
 
 ## fuzz-audit: the order-independence test on $(AUDIT_HISTORIES) random histories from seed $(AUDIT_SEED) (a new one each run; a failure prints its seed and a shrunk history)
