@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -80,16 +81,9 @@ func InferAttempt(e Effect, r Run) (Attempt, string, bool) {
 	if steps != 1 {
 		return Attempt{}, "", false
 	}
-	tool := cmpOrString(found.Tool, found.StepID)
+	tool := cmp.Or(found.Tool, found.StepID)
 	return found, fmt.Sprintf("inferred: the request's HTTP span left the trace (a lone HTTP root span); %s attempt %d was in flight at that moment with arguments naming %s",
 		tool, found.Number, e.Target), true
-}
-
-func cmpOrString(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // inFlight reports whether the attempt was running at t.

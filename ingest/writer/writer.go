@@ -683,8 +683,8 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 	// A trace of nothing but lone HTTP spans is no execution: its effects
 	// join the execution whose attempt was in flight (store/stray.go),
 	// decided again whenever a span, attempt or effect could change that.
-	stray.Traces = setList(setOfStrings(stray.Traces))
-	stray.EffectTraces = setList(setOfStrings(stray.EffectTraces))
+	stray.Traces = setList(setOf(stray.Traces))
+	stray.EffectTraces = setList(setOf(stray.EffectTraces))
 	for ref := range ch.steps {
 		stray.Steps = append(stray.Steps, ref)
 	}
@@ -774,14 +774,6 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 	}
 	out.runs = src.pending
 	return out, nil
-}
-
-func setOfStrings(ss []string) map[string]bool {
-	out := make(map[string]bool, len(ss))
-	for _, s := range ss {
-		out[s] = true
-	}
-	return out
 }
 
 // saveAnalyses audits the runs and stores what they derive (findings,
