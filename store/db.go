@@ -24,9 +24,11 @@ type DB struct {
 	write  pool
 	read   pool
 
-	// writeConn is the writer's one connection, held for the life of the
-	// DB so that its prepared statements live as long: compiling SQL was a
-	// quarter of the writer's time. writeMu serialises transactions on it.
+	// writeConn is the writer's one connection, held as long as it works
+	// so that its prepared statements live as long: compiling SQL was a
+	// quarter of the writer's time. A connection the database lost is
+	// dropped, and the next write opens another (writer.go). writeMu
+	// serialises transactions on it and guards writeConn.
 	writeConn *sql.Conn
 	writeMu   sync.Mutex
 	mu        sync.Mutex // guards prepared
@@ -60,7 +62,7 @@ func New(ctx context.Context, e Engine) (*DB, error) {
 		db.Close()
 		return nil, err
 	}
-	if db.writeConn, err = write.Conn(context.Background()); err != nil {
+	if _, err = db.writer(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("store: open %s: %w", db.Path, err)
 	}
@@ -94,6 +96,7 @@ func (db *DB) writerStmt(ctx context.Context, query string) (*sql.Stmt, error) {
 	}
 	// Prepared on the writer's connection, not the pool (whose one
 	// connection that is), so this works inside its open transaction.
+	// Callers hold writeMu, so writeConn is set and stays.
 	st, err := db.writeConn.PrepareContext(context.Background(), db.d.rebind(query))
 	if err != nil {
 		return nil, err

@@ -3,7 +3,11 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"io"
 	"io/fs"
+	"net"
 	"sync"
 )
 
@@ -66,6 +70,9 @@ func registerClassifier(e Engine) {
 }
 
 func classify(err error) (string, bool) {
+	if lostConnection(err) {
+		return ReasonUnreachable, true
+	}
 	classifiersMu.Lock()
 	defer classifiersMu.Unlock()
 	for _, c := range classifiers {
@@ -124,3 +131,15 @@ func (t readTx) QueryRowContext(ctx context.Context, query string, args ...any) 
 }
 
 func (db *DB) entityKey(entity string) string { return db.engine.EntityKey(entity) }
+
+// lostConnection reports the errors of a lost connection that database/sql
+// and the network give whatever the engine: a connection the driver
+// declared bad, one closed under a sql.Conn, a refused or reset socket.
+func lostConnection(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return false // the caller's own deadline, which net.Error also matches
+	}
+	var ne net.Error
+	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.As(err, &ne)
+}

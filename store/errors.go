@@ -4,9 +4,12 @@ import "errors"
 
 // ErrUnwritable is matched (errors.Is) by every error of a write that
 // failed because the database cannot be written at the moment: the disk is
-// full, the file or its file system is read-only, or the disk failed. Such
-// a write changed nothing; the same request may pass once the cause is
-// gone, so it maps to a retryable status, never to a 500.
+// full, the file or its file system is read-only, the disk failed, the
+// database cannot be reached, or another process holds it locked. Such a
+// write changed nothing (or, when the connection was lost during its
+// COMMIT, stored events that a retry finds stored); the same request may
+// pass once the cause is gone, so it maps to a retryable status, never to
+// a 500.
 var ErrUnwritable = errors.New("store: the database cannot be written")
 
 // Reasons an UnwritableError gives, as /healthz reports them.
@@ -14,7 +17,20 @@ const (
 	ReasonDiskFull = "disk full"
 	ReasonReadOnly = "read-only database"
 	ReasonIO       = "disk I/O error"
+	// ReasonUnreachable: the connection to the database was lost or cannot
+	// be opened (a restart, a terminated backend, a network cut).
+	ReasonUnreachable = "database unreachable"
+	// ReasonBusy: another process held the database locked for longer
+	// than the engine waits (SQLite's SQLITE_BUSY after busy_timeout).
+	ReasonBusy = "database busy"
 )
+
+// Transient reports whether the cause usually passes by itself within
+// seconds (a lost connection, a lock), so that a write is worth retrying
+// at once, rather than only once someone frees space or fixes a file.
+func (e *UnwritableError) Transient() bool {
+	return e.Reason == ReasonUnreachable || e.Reason == ReasonBusy
+}
 
 // UnwritableError is a write the database refused for a cause outside the
 // request (SQLite's SQLITE_FULL, SQLITE_READONLY, SQLITE_IOERR and their

@@ -40,3 +40,13 @@ func ReadPool(db *DB) *sql.DB { return db.read.DB }
 
 // NoteWrite is what Update does with a write transaction's outcome.
 func NoteWrite(db *DB, err error) error { return db.noteWrite(err) }
+
+// SetWriterBusyTimeout sets SQLite's busy_timeout on the writer's
+// connection, so that a test can meet SQLITE_BUSY without waiting the
+// default ten seconds.
+func SetWriterBusyTimeout(db *DB, ms int) error {
+	db.writeMu.Lock()
+	defer db.writeMu.Unlock()
+	_, err := db.writeConn.ExecContext(context.Background(), fmt.Sprintf("PRAGMA busy_timeout = %d", ms))
+	return err
+}

@@ -86,6 +86,12 @@ func (db *DB) ProbeWrite(ctx context.Context, interval time.Duration) WriteHealt
 		return state
 	}
 	h.probing = true
+	// A lost connection or a lock is over once any write commits; only a
+	// full disk needs the probe's megabyte to show that space came back.
+	pad := ProbeBytes
+	if ue := (&UnwritableError{Reason: h.state.Reason}); ue.Transient() {
+		pad = 0
+	}
 	h.mu.Unlock()
 	defer func() {
 		h.mu.Lock()
@@ -94,9 +100,9 @@ func (db *DB) ProbeWrite(ctx context.Context, interval time.Duration) WriteHealt
 	}()
 	err := db.Update(ctx, func(t *Tx) error {
 		return t.exec(`INSERT INTO write_probe (id, at, pad) VALUES (1, ?, ?)
-			ON CONFLICT (id) DO UPDATE SET at = excluded.at, pad = excluded.pad`, time.Now().UnixNano(), make([]byte, ProbeBytes))
+			ON CONFLICT (id) DO UPDATE SET at = excluded.at, pad = excluded.pad`, time.Now().UnixNano(), make([]byte, pad))
 	})
-	if err == nil {
+	if err == nil && pad > 0 {
 		// The space goes back to the free list, for the next writes.
 		_ = db.Update(ctx, func(t *Tx) error { return t.exec(`UPDATE write_probe SET pad = ? WHERE id = 1`, []byte{}) })
 	}

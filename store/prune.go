@@ -640,8 +640,15 @@ func (db *DB) withWriter(ctx context.Context, fn func(*sql.Conn) error) (time.Du
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
+	conn, err := db.writer(ctx)
+	if err != nil {
+		return 0, db.noteWrite(errNoWriter(err))
+	}
 	start := time.Now()
-	err := fn(db.writeConn)
+	err = fn(conn)
+	if connectionLost(err) {
+		db.dropWriter()
+	}
 	return time.Since(start), err
 }
 

@@ -34,6 +34,21 @@ type Tx struct {
 func (db *DB) Update(ctx context.Context, fn func(*Tx) error) error {
 	db.writeMu.Lock()
 	defer db.writeMu.Unlock()
+	conn, err := db.writer(ctx)
+	if err != nil {
+		return db.noteWrite(errNoWriter(err))
+	}
+	err = db.update(ctx, conn, fn)
+	if connectionLost(err) {
+		// The next write opens a new connection, and retrying this one
+		// is safe: a commit whose answer was lost stored events whose
+		// ids a retry finds stored already.
+		db.dropWriter()
+	}
+	return err
+}
+
+func (db *DB) update(ctx context.Context, conn *sql.Conn, fn func(*Tx) error) error {
 	t := &Tx{ctx: ctx, db: db}
 	if err := t.exec(db.engine.BeginWrite()); err != nil {
 		return db.noteWrite(fmt.Errorf("store: begin: %w", err))
@@ -44,12 +59,12 @@ func (db *DB) Update(ctx context.Context, fn func(*Tx) error) error {
 			// Also after a failed COMMIT, which can leave SQLite's
 			// transaction open; SQLite may have rolled back already, when
 			// this fails harmlessly.
-			_, _ = db.writeConn.ExecContext(context.Background(), `ROLLBACK`)
+			_, _ = conn.ExecContext(context.Background(), `ROLLBACK`)
 		}
 	}()
-	// A full disk, a read-only file or an I/O error becomes an
-	// *UnwritableError (errors.go), and every outcome is noted for
-	// WriteHealth, whether fn or the commit met it.
+	// A full disk, a read-only file, an I/O error or a lost connection
+	// becomes an *UnwritableError (errors.go), and every outcome is noted
+	// for WriteHealth, whether fn or the commit met it.
 	if lock := db.engine.WriteLock(); lock != "" {
 		if err := t.exec(lock); err != nil {
 			return db.noteWrite(fmt.Errorf("store: write lock: %w", err))

@@ -22,13 +22,21 @@ const writeProbeInterval = 5 * time.Second
 // /healthz can have noticed that it can.
 const storageRetryAfter = "5"
 
+// transientRetryAfter is the Retry-After while the database cannot be
+// reached or is locked: the writer retries every second at most, so a
+// client need not wait longer.
+const transientRetryAfter = "1"
+
 // handleHealth is GET /healthz: 200 {"status":"ok"} while the database
 // can be read and the last write committed; 503 {"status":"degraded",
-// "reason"} while writes fail for want of space, a read-only file or a
-// failing disk, until a commit or a probe succeeds again.
+// "reason"} while writes fail for want of space, a read-only file, a
+// failing disk, a lost connection or another process's lock, until a
+// commit or a probe succeeds again.
 func (s *Server) handleHealth(c echo.Context) error {
 	if err := s.cfg.DB.Ping(c.Request().Context()); err != nil {
-		return echo.NewHTTPError(http.StatusServiceUnavailable, "database: "+err.Error())
+		c.Response().Header().Set("Retry-After", transientRetryAfter)
+		return c.JSON(http.StatusServiceUnavailable, map[string]any{"status": "degraded",
+			"reason": store.ReasonUnreachable, "error": "database: " + err.Error()})
 	}
 	// The gap threshold tells agents (the demo) how long a silence must be
 	// to show as a gap on this server.
@@ -55,13 +63,26 @@ func (s *Server) handleHealth(c echo.Context) error {
 	return c.JSON(http.StatusServiceUnavailable, body)
 }
 
-// storageStatus is the answer to a write the database refused (a
-// *store.UnwritableError): nothing of the request was stored, and the same
-// request may pass later. The native API says 507 Insufficient Storage; an
-// OTLP exporter retries only 429, 502, 503 and 504, so OTLP gets 503, as
-// does the sandbox, whose clients are mail SDKs that retry a 503. Both get
-// Retry-After.
+// storageStatus is the answer to a request the database refused (a
+// *store.UnwritableError, or a read that lost its connection): the same
+// request may pass later. A write refused for want of space, a read-only
+// file or a failing disk stored nothing; the native API says 507
+// Insufficient Storage. An OTLP exporter retries only 429, 502, 503 and
+// 504, so OTLP gets 503, as does the sandbox, whose clients are mail SDKs
+// that retry a 503. A database that cannot be reached or is locked is a
+// 503 everywhere, with a short Retry-After: the writer reconnects by
+// itself, and a retry of a commit whose answer was lost stores nothing
+// twice.
 func storageStatus(c echo.Context, ue *store.UnwritableError) (int, string) {
+	if ue.Transient() {
+		c.Response().Header().Set("Retry-After", transientRetryAfter)
+		verb := "written"
+		if m := c.Request().Method; m == http.MethodGet || m == http.MethodHead {
+			verb = "read"
+		}
+		return http.StatusServiceUnavailable, "storage: the database cannot be " + verb + " at the moment (" + ue.Reason +
+			"); retry after the Retry-After delay (event ids make a retry safe)"
+	}
 	c.Response().Header().Set("Retry-After", storageRetryAfter)
 	msg := "storage: the database cannot be written (" + ue.Reason + "); nothing of this request was stored; retry after the Retry-After delay"
 	p := c.Request().URL.Path
@@ -84,7 +105,7 @@ func (l *storageLog) note(s *Server, h store.WriteHealth) {
 	defer l.mu.Unlock()
 	switch {
 	case !h.OK && (!l.failing || l.reason != h.Reason):
-		s.cfg.Logger.Error("the database cannot be written; ingest answers 507 (OTLP and the sandbox 503) until it can",
+		s.cfg.Logger.Error("the database cannot be written; ingest answers 503 (507 on the native API for a full disk, a read-only file or a failing disk) until it can",
 			"reason", h.Reason, "err", h.Error, "db", s.cfg.DB.Path)
 	case h.OK && l.failing:
 		s.cfg.Logger.Info("the database can be written again", "was", l.reason, "db", s.cfg.DB.Path)

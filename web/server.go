@@ -247,7 +247,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 	status, msg := http.StatusInternalServerError, "internal error"
 	var he *echo.HTTPError
 	var re *ingest.RequestError
-	var ue *store.UnwritableError
+	ue, unavailable := store.Unwritable(err) // also a read's lost connection
 	switch {
 	case errors.As(err, &re):
 		status, msg = re.Status, re.Msg
@@ -262,8 +262,8 @@ func (s *Server) handleError(err error, c echo.Context) {
 		status, msg = http.StatusNotFound, "not found"
 	case errors.Is(err, store.ErrBadCursor):
 		status, msg = http.StatusBadRequest, err.Error()
-	case errors.As(err, &ue):
-		status, msg = storageStatus(c, ue) // health.go: 507, or 503 for OTLP
+	case unavailable:
+		status, msg = storageStatus(c, ue) // health.go: 507, or 503 for OTLP and passing causes
 		s.storageLog.note(s, s.cfg.DB.WriteHealth())
 	case decodeBusy(err): // budget.go
 		status, msg = http.StatusServiceUnavailable, ingest.ErrDecodeBusy.Error()

@@ -38,6 +38,12 @@ type Config struct {
 	// QueueWait is how long a request waits for room in a full queue
 	// before it is refused with ErrOverloaded.
 	QueueWait time.Duration
+	// RetryFor is how long the writer goes on retrying a commit that met
+	// a cause which usually passes (store.UnwritableError.Transient: a lost
+	// connection, another process's lock) before it answers the group's
+	// requests with the error (a 503). Retrying is safe: event ids make a
+	// commit whose answer was lost a no-op the second time.
+	RetryFor time.Duration
 	// OnCommit, if set, is called after each commit with what it stored
 	// and what the audit concluded anew. It runs on the writer goroutine,
 	// so it must not block (the live hub drops slow readers instead).
@@ -58,7 +64,16 @@ var DefaultConfig = Config{
 	MaxGroupEvents: 20000,
 	QueueLength:    4096,
 	QueueWait:      5 * time.Second,
+	RetryFor:       2 * time.Second,
 }
+
+// The waits between retries of a commit: doubling from the first, at
+// most the last, so that a database back after an outage takes writes
+// within a second.
+const (
+	retryFirstWait = 50 * time.Millisecond
+	retryMaxWait   = time.Second
+)
 
 // Committed is one event as stored: its sequence number and the event.
 type Committed struct {
@@ -123,6 +138,9 @@ func New(db *store.DB, cfg Config) *Writer {
 	}
 	if cfg.QueueWait <= 0 {
 		cfg.QueueWait = DefaultConfig.QueueWait
+	}
+	if cfg.RetryFor < 0 {
+		cfg.RetryFor = 0
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -217,45 +235,45 @@ func (w *Writer) commit(group []*request) {
 	var lastSeq int64
 	received := w.cfg.Now()
 	start := time.Now()
-	err := w.db.Update(context.Background(), func(tx *store.Tx) error {
-		committed, analysed = committed[:0], analysis{}
-		var err error
-		if lastSeq, err = w.cache.check(tx); err != nil {
-			return err
-		}
-		touched := map[string][]trace.Event{} // entity -> its new events
-		for i, req := range group {
-			results[i] = requestDone{}
-			reqTouched, reqCommitted, res, err := insertRequest(tx, req.events, received)
-			if err != nil {
-				// A full disk fails the whole group, as does a savepoint
-				// that could not be rolled back: SQLite may have rolled the
-				// transaction back already, and what follows would commit
-				// statement by statement outside it.
-				if _, unwritable := store.Unwritable(err); unwritable || errors.Is(err, errSavepointLost) {
-					return err
+	err := w.retry(func() error {
+		return w.db.Update(context.Background(), func(tx *store.Tx) error {
+			committed, analysed = committed[:0], analysis{}
+			var err error
+			if lastSeq, err = w.cache.check(tx); err != nil {
+				return err
+			}
+			touched := map[string][]trace.Event{} // entity -> its new events
+			for i, req := range group {
+				results[i] = requestDone{}
+				reqTouched, reqCommitted, res, err := insertRequest(tx, req.events, received)
+				if err != nil {
+					// A full disk fails the whole group, as does a savepoint
+					// that could not be rolled back: SQLite may have rolled the
+					// transaction back already, and what follows would commit
+					// statement by statement outside it.
+					if _, unwritable := store.Unwritable(err); unwritable || errors.Is(err, errSavepointLost) {
+						return err
+					}
+					results[i].err = err
+					continue
 				}
-				results[i].err = err
-				continue
+				results[i].result = res
+				for k, v := range reqTouched {
+					touched[k] = append(touched[k], v...)
+				}
+				committed = append(committed, reqCommitted...)
 			}
-			results[i].result = res
-			for k, v := range reqTouched {
-				touched[k] = append(touched[k], v...)
+			if len(touched) == 0 {
+				return nil
 			}
-			committed = append(committed, reqCommitted...)
-		}
-		if len(touched) == 0 {
-			return nil
-		}
-		analysed, err = materialise(tx, touched, w.fed, w.cfg.Analysis, w.cache)
-		// Other instances sharing the database learn of the commit from
-		// its notice (store.Notice), with what only this writer knows.
-		tx.Announce(analysed.executions, analysed.newCritical)
-		return err
+			analysed, err = materialise(tx, touched, w.fed, w.cfg.Analysis, w.cache)
+			// Other instances sharing the database learn of the commit from
+			// its notice (store.Notice), with what only this writer knows.
+			tx.Announce(analysed.executions, analysed.newCritical)
+			return err
+		})
 	})
-	if err != nil {
-		w.cache.clear() // what it patched was rolled back
-	} else {
+	if err == nil {
 		for _, c := range committed {
 			lastSeq = max(lastSeq, c.Seq)
 		}
@@ -278,6 +296,25 @@ func (w *Writer) commit(group []*request) {
 	if err == nil && w.cfg.OnCommit != nil && len(committed) > 0 {
 		w.cfg.OnCommit(Commit{Events: committed, Executions: analysed.executions, NewCritical: analysed.newCritical,
 			Took: time.Since(start)})
+	}
+}
+
+// retry runs update until it succeeds, fails for a cause that does not
+// pass by itself, or RetryFor has gone by. What a failed update patched
+// into the cache was rolled back, so the cache is cleared after each.
+func (w *Writer) retry(update func() error) error {
+	deadline := time.Now().Add(w.cfg.RetryFor)
+	for wait := retryFirstWait; ; wait = min(2*wait, retryMaxWait) {
+		err := update()
+		if err == nil {
+			return nil
+		}
+		w.cache.clear()
+		ue, ok := store.Unwritable(err)
+		if !ok || !ue.Transient() || time.Now().Add(wait).After(deadline) {
+			return err
+		}
+		time.Sleep(wait)
 	}
 }
 

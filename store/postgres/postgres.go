@@ -158,11 +158,20 @@ func (e *engine) Notify() string {
 func (e *engine) EntityKey(entity string) string { return strings.ReplaceAll(entity, "\x00", "\x1f") }
 
 func (e *engine) Unwritable(err error) (string, bool) {
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) || pgconn.SafeToRetry(err) {
+		return store.ReasonUnreachable, true
+	}
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
 		return "", false
 	}
+	if strings.HasPrefix(pe.Code, "08") { // connection_exception and its kind
+		return store.ReasonUnreachable, true
+	}
 	switch pe.Code {
+	case "57P01", "57P02", "57P03", "53300": // admin_shutdown (pg_terminate_backend, a fast stop), crash_shutdown, cannot_connect_now, too_many_connections
+		return store.ReasonUnreachable, true
 	case "53100": // disk_full
 		return store.ReasonDiskFull, true
 	case "25006": // read_only_sql_transaction: a standby, or default_transaction_read_only

@@ -199,6 +199,8 @@ func (e *engine) Unwritable(err error) (string, bool) {
 		return store.ReasonReadOnly, true
 	case sqlite3.SQLITE_IOERR:
 		return store.ReasonIO, true
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED: // another process held the lock past busy_timeout
+		return store.ReasonBusy, true
 	}
 	return "", false
 }

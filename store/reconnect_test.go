@@ -1,0 +1,133 @@
+package store_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/oncetrace/oncetrace/ingest"
+	"github.com/oncetrace/oncetrace/store"
+	"github.com/oncetrace/oncetrace/trace"
+)
+
+// TestWriterReconnectsAfterTheBackendIsTerminated terminates every
+// connection oncetrace holds to the database (pg_terminate_backend, as an
+// administrator or a failover does): the write that meets the lost
+// connection is an UnwritableError that says so, /healthz's WriteHealth
+// says degraded, and the next write opens a new connection and commits,
+// without reopening the store. Reads come back as well.
+func TestWriterReconnectsAfterTheBackendIsTerminated(t *testing.T) {
+	if engine != "postgres" {
+		t.Skip("PostgreSQL only: SQLite has no connection to lose")
+	}
+	ctx := context.Background()
+	db := openEngine(t)
+	defer db.Close()
+	insert := func(id string) error {
+		return db.Update(ctx, func(tx *store.Tx) error {
+			ev, err := ingest.ParseEvent(fmt.Appendf(nil, `{"type":"execution","id":%q,"execution_id":"reconnect","name":"reconnect"}`, id), ingest.DefaultLimits)
+			if err != nil {
+				return err
+			}
+			_, err = tx.InsertEvents([]trace.Event{ev}, time.Now())
+			return err
+		})
+	}
+	if err := insert("before"); err != nil {
+		t.Fatal(err)
+	}
+	admin, err := sql.Open(rawDriver(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	var terminated int
+	if err := admin.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid()) t`).Scan(&terminated); err != nil {
+		t.Fatal(err)
+	}
+	if terminated == 0 {
+		t.Fatal("terminated no backend: the test did not cut the writer's connection")
+	}
+	err = insert("lost")
+	if err == nil {
+		t.Fatal("the write on the terminated connection succeeded: the test did not cut the writer's connection")
+	}
+	var ue *store.UnwritableError
+	if !errors.As(err, &ue) || ue.Reason != store.ReasonUnreachable || !ue.Transient() {
+		t.Fatalf("got %v, want an UnwritableError %q", err, store.ReasonUnreachable)
+	}
+	if h := db.WriteHealth(); h.OK || h.Reason != store.ReasonUnreachable {
+		t.Fatalf("health after the lost connection: got %+v, want degraded, %q", h, store.ReasonUnreachable)
+	}
+	if err := insert("after"); err != nil {
+		t.Fatalf("the write after the lost connection: got %v, want it to reconnect and commit", err)
+	}
+	if h := db.WriteHealth(); !h.OK {
+		t.Fatalf("health after the reconnect: got %+v, want ok", h)
+	}
+	last, err := db.LastSeq(ctx)
+	if err != nil {
+		t.Fatalf("read after the reconnect: %v", err)
+	}
+	if last == 0 {
+		t.Fatal("no event stored")
+	}
+}
+
+// TestWriterBusyFromAnotherProcess holds SQLite's write lock from another
+// connection (as another process would) past the writer's busy timeout:
+// the write is an UnwritableError "database busy", which passes (a 503,
+// not a 500), and the first write once the lock is let go commits.
+func TestWriterBusyFromAnotherProcess(t *testing.T) {
+	sqliteOnly(t)
+	ctx := context.Background()
+	db := openEngine(t)
+	defer db.Close()
+	if err := store.SetWriterBusyTimeout(db, 50); err != nil {
+		t.Fatal(err)
+	}
+	other, err := sql.Open(rawDriver(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	conn, err := other.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
+		t.Fatal(err)
+	}
+	insert := func(id string) error {
+		return db.Update(ctx, func(tx *store.Tx) error {
+			ev, err := ingest.ParseEvent(fmt.Appendf(nil, `{"type":"execution","id":%q,"execution_id":"busy","name":"busy"}`, id), ingest.DefaultLimits)
+			if err != nil {
+				return err
+			}
+			_, err = tx.InsertEvents([]trace.Event{ev}, time.Now())
+			return err
+		})
+	}
+	err = insert("held")
+	var ue *store.UnwritableError
+	if !errors.As(err, &ue) || ue.Reason != store.ReasonBusy || !ue.Transient() {
+		t.Fatalf("got %v, want an UnwritableError %q", err, store.ReasonBusy)
+	}
+	if h := db.WriteHealth(); h.OK || h.Reason != store.ReasonBusy {
+		t.Fatalf("health while locked: got %+v, want degraded, %q", h, store.ReasonBusy)
+	}
+	if _, err := conn.ExecContext(ctx, `COMMIT`); err != nil {
+		t.Fatal(err)
+	}
+	if err := insert("free"); err != nil {
+		t.Fatalf("the write after the lock was let go: %v", err)
+	}
+	if h := db.WriteHealth(); !h.OK {
+		t.Fatalf("health after the lock: got %+v, want ok", h)
+	}
+}
