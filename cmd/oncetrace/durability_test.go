@@ -82,8 +82,9 @@ func freeLoopbackPort(t *testing.T) int {
 }
 
 // startDurabilityServer runs serve on dbPath (a SQLite file or a postgres://
-// URL) and waits for /healthz. syncMode is SQLite's --sync; "" leaves it out.
-func startDurabilityServer(t *testing.T, bin, dbPath, syncMode, logName string) *durabilityServer {
+// URL) and waits for /healthz. syncMode is SQLite's --sync; "" leaves it
+// out. extra are more flags.
+func startDurabilityServer(t *testing.T, bin, dbPath, syncMode, logName string, extra ...string) *durabilityServer {
 	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", freeLoopbackPort(t))
 	logs := filepath.Join(t.TempDir(), logName)
@@ -95,6 +96,7 @@ func startDurabilityServer(t *testing.T, bin, dbPath, syncMode, logName string) 
 	if syncMode != "" {
 		args = append(args, "--sync", syncMode)
 	}
+	args = append(args, extra...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = durabilityEnv()
 	cmd.Stdout, cmd.Stderr = logFile, logFile

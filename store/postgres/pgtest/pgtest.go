@@ -63,6 +63,7 @@ type Cluster struct {
 	dir    string // removed by Stop: data/, the socket, the server log
 	pgCtl  string
 	asUser string // run pg_ctl as this user (we are root); "" runs it directly
+	opts   string // the server's options, its port among them, for Resume
 }
 
 // Required reports whether EnvRequire asks for PostgreSQL tests to fail
@@ -218,6 +219,47 @@ func (c *Cluster) admin1(sql string) error {
 
 func (c *Cluster) ping() error { return c.admin1(`SELECT 1`) }
 
+// Exec runs one statement in the maintenance database as the superuser,
+// for a test that acts as an administrator (pg_terminate_backend).
+func (c *Cluster) Exec(sql string) error { return c.admin1(sql) }
+
+// Halt stops a cluster Start started the way an administrator's restart
+// does (fast: every connection is cut, the data stays); Resume starts it
+// again on the same port. Fault tests use them.
+func (c *Cluster) Halt() error {
+	if c.dir == "" {
+		return errors.New("pgtest: Halt needs a cluster started here, not " + EnvURL)
+	}
+	if out, err := c.run(c.pgCtl, "-D", filepath.Join(c.dir, "data"), "-m", "fast", "-w", "-t", "60", "stop"); err != nil {
+		return fmt.Errorf("pgtest: pg_ctl stop: %w\n%s", err, out)
+	}
+	return nil
+}
+
+// Resume starts a cluster Halt stopped, and waits until it takes
+// connections.
+func (c *Cluster) Resume() error {
+	if c.dir == "" {
+		return errors.New("pgtest: Resume needs a cluster started here, not " + EnvURL)
+	}
+	// -l: the server's output goes to a file, not to pipes we wait on.
+	out, err := c.run(c.pgCtl, "-D", filepath.Join(c.dir, "data"), "-l", filepath.Join(c.dir, "log"),
+		"-o", c.opts, "-w", "-t", "60", "start")
+	if err != nil {
+		serverLog, _ := os.ReadFile(filepath.Join(c.dir, "log"))
+		return fmt.Errorf("pgtest: pg_ctl start: %w\n%s\n%s", err, out, serverLog)
+	}
+	return nil
+}
+
+// Restart is Halt then Resume.
+func (c *Cluster) Restart() error {
+	if err := c.Halt(); err != nil {
+		return err
+	}
+	return c.Resume()
+}
+
 // findBinaries finds initdb and pg_ctl: the newest of Debian's
 // /usr/lib/postgresql/<version>/bin, else on PATH.
 func findBinaries() (initdb, pgCtl string, err error) {
@@ -304,19 +346,15 @@ func (c *Cluster) start() error {
 	// stays on, so an acknowledged commit has reached the kernel even if
 	// postgres itself is killed. max_connections: several packages' tests
 	// each open pools of a few connections to several databases at once.
-	opts := strings.Join([]string{
+	c.opts = strings.Join([]string{
 		"-k", c.dir, "-h", "127.0.0.1", "-p", strconv.Itoa(port),
 		"-c", "fsync=off", "-c", "full_page_writes=off",
 		"-c", "max_connections=200", "-c", "shared_buffers=32MB",
 	}, " ")
-	// -l: the server's output goes to a file, not to pipes we wait on.
-	out, err := c.run(c.pgCtl, "-D", filepath.Join(c.dir, "data"), "-l", filepath.Join(c.dir, "log"),
-		"-o", opts, "-w", "-t", "60", "start")
-	if err != nil {
-		serverLog, _ := os.ReadFile(filepath.Join(c.dir, "log"))
+	if err := c.Resume(); err != nil {
 		// A server that came up is stopped; one that failed is not ours to keep.
 		_, _ = c.run(c.pgCtl, "-D", filepath.Join(c.dir, "data"), "-m", "immediate", "-w", "stop")
-		return fmt.Errorf("pgtest: pg_ctl start: %w\n%s\n%s", err, out, serverLog)
+		return err
 	}
 	c.admin = &url.URL{
 		Scheme:   "postgres",
