@@ -45,7 +45,7 @@ func TestPostgresFaults(t *testing.T) {
 	if err != nil && (pgtest.Required() || !errors.Is(err, pgtest.ErrUnavailable)) {
 		t.Fatalf("postgres: %v", err)
 	}
-	t.Cleanup(cluster.Stop) // after the database's own cleanup drops it
+	t.Cleanup(cluster.Stop)       // after the database's own cleanup drops it
 	dsn := cluster.NewDatabase(t) // skips on a nil cluster, or fails when required
 	dbName := strings.TrimPrefix(mustParseURL(t, dsn).Path, "/")
 
