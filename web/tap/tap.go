@@ -637,7 +637,7 @@ func (t *Tap) handleError(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	if errors.Is(err, errUpstreamTimeout) {
 		t.cfg.Logger.Warn("tap: the upstream did not answer in time; answered 504", "provider", t.cfg.Provider, "method", r.Method, "path", r.URL.Path,
-			"upstream_timeout", t.cfg.UpstreamTimeout, "waiting_on", ex != nil && ex.waiting)
+			"upstream_timeout", t.cfg.UpstreamTimeout, "still_waiting", ex != nil && ex.waiting)
 		if ex != nil {
 			t.note(ex, LogEntry{Error: fmt.Sprintf("the upstream did not answer within %s; answered 504%s", t.cfg.UpstreamTimeout, ex.stillWaiting())})
 		}
