@@ -162,6 +162,7 @@ type Tap struct {
 	effects   int64
 	timeouts  int64
 	late      int64 // waiting now
+	draining  bool  // Drain was called: no more wait
 	abandoned int64
 	faults    map[string]int64
 	log       []LogEntry
@@ -286,6 +287,9 @@ func (t *Tap) Close() {
 // effect unknown) and waits for them to stop. Call it after the server's
 // Shutdown and before the recorder stops.
 func (t *Tap) Drain(ctx context.Context) error {
+	t.mu.Lock()
+	t.draining = true
+	t.mu.Unlock()
 	done := make(chan struct{})
 	go func() {
 		t.lateWG.Wait()

@@ -93,11 +93,12 @@ func (t *Tap) roundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // startLate takes a place among the requests waiting for a late answer,
-// if one is free.
+// if one is free and the tap is not draining them (so that lateWG.Add
+// never races Drain's Wait).
 func (t *Tap) startLate() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.cfg.MaxLate < 0 || t.late >= int64(t.cfg.MaxLate) {
+	if t.draining || t.cfg.MaxLate < 0 || t.late >= int64(t.cfg.MaxLate) {
 		t.abandoned++
 		return false
 	}
