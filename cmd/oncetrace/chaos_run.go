@@ -229,6 +229,7 @@ func (p *chaosProxy) stop() {
 		p.server.Close()
 	}
 	<-p.served
+	p.tap.Drain(ctx) // requests still waiting for a late answer record before the server stops
 }
 
 // run runs the command once, with fault striking the at-th unsafe request

@@ -41,7 +41,8 @@ func startDemoTap(o demoOptions) (*demoTap, error) {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
 	opts := tapOptions{listen: "127.0.0.1:0", upstream: o.server, provider: sandbox.Provider, unsafeMethods: tap.DefaultUnsafeMethods,
-		keyHeaders: tap.DefaultKeyHeaders, queueDir: dir, maxPeekBytes: tap.DefaultMaxPeekBytes, recordTimeout: 5 * time.Second}
+		keyHeaders: tap.DefaultKeyHeaders, queueDir: dir, maxPeekBytes: tap.DefaultMaxPeekBytes, recordTimeout: 5 * time.Second,
+		limits: defaultTapLimits}
 	// Only trouble is worth a line among the demo's own.
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	r, err := launchTap(opts, outbox.HTTPRecorder{Server: o.server, Token: o.token, Feed: tap.Feed}, ingest.DefaultLimits, logger)

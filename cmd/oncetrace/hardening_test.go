@@ -59,7 +59,7 @@ func TestServeListenFlags(t *testing.T) {
 	if c.listen.readTimeout != 5*time.Second || c.listen.maxConnsPerIP != 0 {
 		t.Errorf("--read-timeout 5s --max-conns-per-ip 0: got %v and %d", c.listen.readTimeout, c.listen.maxConnsPerIP)
 	}
-	if newConnLimiter(0, nil) != nil {
+	if newConnLimiter(0, 0, "", nil) != nil {
 		t.Error("--max-conns-per-ip 0: got a limiter, want none")
 	}
 

@@ -157,25 +157,28 @@ func (l *listenFlags) httpServer(h http.Handler) *http.Server {
 }
 
 // connLimiter caps the connections open at once from one client, over
-// every listener it wraps: a client that opens more has them closed as
-// soon as they are accepted, before a byte is read, and its others are
-// untouched. An IPv6 client is its /64, which one host usually holds whole.
+// every listener it wraps, and, when total is set, from all clients
+// together: a connection over either cap is closed as soon as it is
+// accepted, before a byte is read, and the others are untouched. An IPv6
+// client is its /64, which one host usually holds whole.
 type connLimiter struct {
-	max    int
-	logger *slog.Logger
+	perIP, total int    // 0: no cap
+	totalFlag    string // the flag that sets total, for the log
+	logger       *slog.Logger
 
 	mu      sync.Mutex
 	open    map[string]int
+	all     int
 	refused int       // since the last log line
 	logged  time.Time // when that was
 }
 
-// newConnLimiter returns nil, which wraps nothing, when max is 0.
-func newConnLimiter(max int, logger *slog.Logger) *connLimiter {
-	if max <= 0 {
+// newConnLimiter returns nil, which wraps nothing, when neither cap is set.
+func newConnLimiter(perIP, total int, totalFlag string, logger *slog.Logger) *connLimiter {
+	if perIP <= 0 && total <= 0 {
 		return nil
 	}
-	return &connLimiter{max: max, logger: logger, open: map[string]int{}}
+	return &connLimiter{perIP: max(perIP, 0), total: max(total, 0), totalFlag: totalFlag, logger: logger, open: map[string]int{}}
 }
 
 // wrap returns ln with the cap applied.
@@ -189,22 +192,29 @@ func (l *connLimiter) wrap(ln net.Listener) net.Listener {
 func (l *connLimiter) acquire(client string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.open[client] >= l.max {
+	overIP := l.perIP > 0 && l.open[client] >= l.perIP
+	if overIP || l.total > 0 && l.all >= l.total {
 		l.refused++
 		// One line every 10 s at most: a flood must not flood the log.
 		if now := time.Now(); now.Sub(l.logged) >= 10*time.Second {
-			l.logger.Warn("connections refused: a client is over --max-conns-per-ip", "client", client, "max", l.max, "refused", l.refused)
+			if overIP {
+				l.logger.Warn("connections refused: a client is over --max-conns-per-ip", "client", client, "max", l.perIP, "refused", l.refused)
+			} else {
+				l.logger.Warn("connections refused: over --"+l.totalFlag, "client", client, "max", l.total, "refused", l.refused)
+			}
 			l.refused, l.logged = 0, now
 		}
 		return false
 	}
 	l.open[client]++
+	l.all++
 	return true
 }
 
 func (l *connLimiter) release(client string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.all--
 	if l.open[client]--; l.open[client] <= 0 {
 		delete(l.open, client)
 	}

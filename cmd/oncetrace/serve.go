@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -45,6 +46,7 @@ type serveConfig struct {
 	smtp                  smtpsink.Config
 	taps                  []serveTapSpec
 	fingerprintIgnore     fingerprintIgnore // tap.go: --fingerprint-ignore, for the taps
+	tapLimits             tapLimits         // tap.go: --tap-upstream-timeout, ...; the listener flags for the rest
 	listen                listenFlags       // listen.go: hosts, timeouts, per-IP cap
 	access                accessFlags       // serve_access.go: read token, login session, alert webhook
 	allowedHosts          []string
@@ -53,7 +55,7 @@ type serveConfig struct {
 }
 
 func serveFlags(args []string) (serveConfig, error) {
-	c := serveConfig{analysis: trace.DefaultConfig, limits: ingest.DefaultLimits}
+	c := serveConfig{analysis: trace.DefaultConfig, limits: ingest.DefaultLimits, tapLimits: defaultTapLimits}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.StringVar(&c.addr, "addr", envOr("ONCETRACE_ADDR", "127.0.0.1:8080"), "listen address (env ONCETRACE_ADDR)")
 	fs.StringVar(&c.db, "db", envOr("ONCETRACE_DB", "oncetrace.db"), "database: a SQLite file, created if missing, or a postgres:// URL of an existing PostgreSQL database (env ONCETRACE_DB)")
@@ -97,6 +99,7 @@ func serveFlags(args []string) (serveConfig, error) {
 		c.taps = append(c.taps, t)
 		return err
 	})
+	c.tapLimits.registerUpstream(fs, "tap-")
 	if err := c.fingerprintIgnore.register(fs); err != nil {
 		return c, fmt.Errorf("serve: %w", err)
 	}
@@ -129,6 +132,14 @@ func serveFlags(args []string) (serveConfig, error) {
 	}
 	if c.allowedHosts, err = c.listen.allowedHosts(c.addr, c.otlpAddr); err != nil {
 		return c, err
+	}
+	// The taps' listeners take serve's own header and idle timeouts and
+	// per-address cap (each tap counting its own connections), not its
+	// read and write timeouts: a proxied body or answer may stream longer.
+	c.tapLimits.readHeaderTimeout, c.tapLimits.maxConnsPerIP = c.listen.readHeaderTimeout, c.listen.maxConnsPerIP
+	c.tapLimits.idleTimeout = cmp.Or(c.listen.idleTimeout, c.listen.readTimeout)
+	if err := c.tapLimits.check("tap-"); err != nil {
+		return c, fmt.Errorf("serve: %w", err)
 	}
 	if c.otlpAddr != "" {
 		if err := checkExposure(c.otlpAddr, c.token, c.insecure); err != nil {
@@ -195,7 +206,7 @@ func runServe(args []string) error {
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	limiter := newConnLimiter(c.listen.maxConnsPerIP, logger) // one count over --addr and --otlp-addr
+	limiter := newConnLimiter(c.listen.maxConnsPerIP, 0, "", logger) // one count over --addr and --otlp-addr
 	ln = limiter.wrap(ln)
 	gate := newStartingGate()
 	httpServer := c.listen.httpServer(gate)
@@ -273,7 +284,7 @@ func runServe(args []string) error {
 		go func() { serveErr <- sink.Serve(smtpLn) }()
 	}
 	// The recording proxies record through the same writer, so they stop before it.
-	taps, err := startServeTaps(c.taps, c.db, c.fingerprintIgnore, outbox.WriterRecorder{Writer: ingestWriter, Limits: c.limits, Feed: tap.Feed}, c.limits, logger)
+	taps, err := startServeTaps(c.taps, c.db, c.fingerprintIgnore, c.tapLimits, outbox.WriterRecorder{Writer: ingestWriter, Limits: c.limits, Feed: tap.Feed}, c.limits, logger)
 	if err != nil {
 		httpServer.Close()
 		otlpServer.Close()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -40,6 +41,80 @@ type tapOptions struct {
 	// own provider's.
 	fingerprintIgnore fingerprintIgnore
 	redact            *ingest.Redactor // what effect summaries hide; the default terms when nil
+	limits            tapLimits
+}
+
+// tapLimits bound what a tap's clients and upstream can hold
+// (docs/security.md § The recording proxy's limits).
+type tapLimits struct {
+	readHeaderTimeout time.Duration // 0: none
+	idleTimeout       time.Duration // 0: none
+	upstreamTimeout   time.Duration
+	upstreamGiveUp    time.Duration
+	maxLate           int // 0: none waits
+	maxConnsPerIP     int // 0: no cap
+	maxConns          int // 0: no cap
+	maxConnsFlag      string
+}
+
+// defaultMaxTapConns caps a tap's connections from every client together:
+// a flood from many addresses, which the per-address cap does not stop,
+// holds at most this many descriptors and goroutines, while an agent
+// rarely opens more than a few dozen.
+const defaultMaxTapConns = 1024
+
+// defaultTapLimits are the limits of a tap given no flags.
+var defaultTapLimits = tapLimits{readHeaderTimeout: defaultReadHeaderTimeout, idleTimeout: defaultIdleTimeout,
+	upstreamTimeout: tap.DefaultUpstreamTimeout, upstreamGiveUp: tap.DefaultUpstreamGiveUp, maxLate: tap.DefaultMaxLate,
+	maxConnsPerIP: defaultMaxConnsPerIP, maxConns: defaultMaxTapConns}
+
+// registerUpstream adds the flags for the upstream's limits and the total
+// connection cap, each named prefix+name: serve's are --tap-upstream-timeout
+// and so on, its listener flags (--read-header-timeout, --idle-timeout,
+// --max-conns-per-ip) serving its taps too.
+func (l *tapLimits) registerUpstream(fs *flag.FlagSet, prefix string) {
+	fs.DurationVar(&l.upstreamTimeout, prefix+"upstream-timeout", l.upstreamTimeout,
+		"longest wait for the upstream's answer from forwarding a request; past it the client is answered 504 Gateway Timeout")
+	fs.DurationVar(&l.upstreamGiveUp, prefix+"upstream-give-up", l.upstreamGiveUp,
+		"how long, from forwarding, an unsafe request answered 504 (or whose client left) still waits for the upstream, to record the effect it may have had")
+	fs.IntVar(&l.maxLate, prefix+"upstream-max-late", l.maxLate,
+		"most unsafe requests waiting so at once; beyond it the upstream request is cancelled at the 504 (0: none waits)")
+	l.maxConnsFlag = prefix + "max-conns"
+	fs.IntVar(&l.maxConns, l.maxConnsFlag, l.maxConns, "most connections open at once to a tap, from every client together; more are closed at once (0: no cap)")
+}
+
+// register adds every flag of the standalone tap.
+func (l *tapLimits) register(fs *flag.FlagSet) {
+	fs.DurationVar(&l.readHeaderTimeout, "read-header-timeout", l.readHeaderTimeout, "longest wait for a request's header (0: none)")
+	fs.DurationVar(&l.idleTimeout, "idle-timeout", l.idleTimeout, "how long an idle keep-alive connection stays open (0: none)")
+	fs.IntVar(&l.maxConnsPerIP, "max-conns-per-ip", l.maxConnsPerIP,
+		"most connections open at once from one client address (an IPv6 /64); more are closed at once (0: no cap)")
+	l.registerUpstream(fs, "")
+}
+
+// check names the flag of a limit out of range; prefix is as registered.
+func (l tapLimits) check(prefix string) error {
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"read-header-timeout", l.readHeaderTimeout}, {"idle-timeout", l.idleTimeout}} {
+		if d.v < 0 {
+			return fmt.Errorf("--%s: %v is negative; give a duration such as 30s, or 0 for none", d.flag, d.v)
+		}
+	}
+	switch {
+	case l.upstreamTimeout <= 0:
+		return fmt.Errorf("--%supstream-timeout: %v; give a positive duration such as 60s", prefix, l.upstreamTimeout)
+	case l.upstreamGiveUp < l.upstreamTimeout:
+		return fmt.Errorf("--%supstream-give-up: %v is shorter than --%supstream-timeout (%v); give at least that", prefix, l.upstreamGiveUp, prefix, l.upstreamTimeout)
+	case l.maxLate < 0:
+		return fmt.Errorf("--%supstream-max-late: must be ≥ 0 (0: none waits)", prefix)
+	case l.maxConnsPerIP < 0:
+		return errors.New("--max-conns-per-ip: must be ≥ 0 (0: no cap)")
+	case l.maxConns < 0:
+		return fmt.Errorf("--%s: must be ≥ 0 (0: no cap)", l.maxConnsFlag)
+	}
+	return nil
 }
 
 // fingerprintIgnoreEnv holds --fingerprint-ignore entries, separated by ';'.
@@ -81,7 +156,7 @@ func (f fingerprintIgnore) warnUnused(logger *slog.Logger, providers ...string) 
 }
 
 func tapFlags(args []string) (tapOptions, error) {
-	o := tapOptions{}
+	o := tapOptions{limits: defaultTapLimits}
 	fs := flag.NewFlagSet("tap", flag.ContinueOnError)
 	fs.StringVar(&o.listen, "listen", envOr("ONCETRACE_TAP_LISTEN", "127.0.0.1:9001"), "where the agent sends its requests instead of the API (env ONCETRACE_TAP_LISTEN)")
 	fs.StringVar(&o.upstream, "upstream", envOr("ONCETRACE_TAP_UPSTREAM", ""), "the API's base URL, e.g. https://api.stripe.com (env ONCETRACE_TAP_UPSTREAM)")
@@ -115,6 +190,7 @@ func tapFlags(args []string) (tapOptions, error) {
 	fs.Int64Var(&o.queueMaxBytes, "queue-max-bytes", outbox.DefaultQueueBytes, "the queue's cap; when full, the oldest effects are dropped and counted")
 	fs.Int64Var(&o.maxPeekBytes, "max-peek-bytes", tap.DefaultMaxPeekBytes, "how much of each request and response body the tap reads for the fields; longer bodies pass through whole, unread")
 	fs.DurationVar(&o.recordTimeout, "record-timeout", 5*time.Second, "how long a response waits for its effect to be recorded before the effect is queued instead")
+	o.limits.register(fs)
 	if err := o.fingerprintIgnore.register(fs); err != nil {
 		return o, fmt.Errorf("tap: %w", err)
 	}
@@ -139,6 +215,9 @@ func tapFlags(args []string) (tapOptions, error) {
 		return o, errors.New("tap: --unsafe-methods: name at least one method")
 	case o.maxPeekBytes <= 0:
 		return o, errors.New("tap: --max-peek-bytes must be positive")
+	}
+	if err := o.limits.check(""); err != nil {
+		return o, fmt.Errorf("tap: %w", err)
 	}
 	if o.queueDir == "" {
 		cache, err := os.UserCacheDir()
@@ -199,7 +278,8 @@ func launchTap(o tapOptions, next outbox.Recorder, limits ingest.Limits, logger 
 	rec := outbox.NewQueuedRecorder(next, q, outbox.QueuedConfig{Feed: tap.Feed, Limits: limits, Timeout: o.recordTimeout, Logger: logger})
 	tp, err := tap.New(tap.Config{Upstream: o.upstream, Provider: o.provider, UnsafeMethods: o.unsafeMethods, EffectIDField: o.effectIDField,
 		EffectIDHeaders: o.effectIDHeaders, TargetField: o.targetField, KeyHeaders: o.keyHeaders, MaxPeekBytes: o.maxPeekBytes, Faults: o.faults, Recorder: rec, Logger: logger,
-		FingerprintIgnore: o.fingerprintIgnore[o.provider], Redact: o.redact})
+		FingerprintIgnore: o.fingerprintIgnore[o.provider], Redact: o.redact,
+		UpstreamTimeout: o.limits.upstreamTimeout, UpstreamGiveUp: o.limits.upstreamGiveUp, MaxLate: cmp.Or(o.limits.maxLate, -1)})
 	if err != nil {
 		q.Close()
 		return nil, err
@@ -209,11 +289,15 @@ func launchTap(o tapOptions, next outbox.Recorder, limits ingest.Limits, logger 
 		q.Close()
 		return nil, fmt.Errorf("tap %s: %w", o.provider, err)
 	}
+	ln = newConnLimiter(o.limits.maxConnsPerIP, o.limits.maxConns, o.limits.maxConnsFlag, logger).wrap(ln)
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &runningTap{tap: tp, recorder: rec, queue: q, url: "http://" + ln.Addr().String(), served: make(chan error, 1),
 		cancel: cancel, retried: make(chan struct{}),
-		// No write timeout: a streamed answer may last as long as the upstream streams it.
-		server: &http.Server{Handler: tp, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}}
+		// No read or write timeout: a request's body and its answer may
+		// stream as long as the client and the upstream stream them;
+		// --upstream-timeout bounds the wait for the answer instead.
+		server: &http.Server{Handler: tp, ReadHeaderTimeout: o.limits.readHeaderTimeout, IdleTimeout: o.limits.idleTimeout,
+			ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}}
 	go func() {
 		defer close(r.retried)
 		rec.Run(ctx)
@@ -233,6 +317,9 @@ func (r *runningTap) stop(ctx context.Context) error {
 	}
 	r.tap.Close()
 	err := r.server.Shutdown(ctx)
+	// The requests still waiting for a late answer record through the
+	// recorder: they end before it.
+	err = errors.Join(err, r.tap.Drain(ctx))
 	r.cancel()
 	<-r.retried
 	return errors.Join(err, r.queue.Close())
@@ -327,9 +414,9 @@ type serveTaps []*runningTap
 
 // startServeTaps starts serve's --tap proxies, recording through the
 // server's own writer (next); each queues what fails beside the database,
-// in DB-tap-queue/NAME. Their effect summaries hide what limits.Redact
-// names.
-func startServeTaps(specs []serveTapSpec, db string, ignore fingerprintIgnore, next outbox.Recorder, limits ingest.Limits, logger *slog.Logger) (serveTaps, error) {
+// in DB-tap-queue/NAME. Their effect summaries hide what
+// ingestLimits.Redact names.
+func startServeTaps(specs []serveTapSpec, db string, ignore fingerprintIgnore, limits tapLimits, next outbox.Recorder, ingestLimits ingest.Limits, logger *slog.Logger) (serveTaps, error) {
 	var taps serveTaps
 	names := make([]string, len(specs))
 	for i, s := range specs {
@@ -339,8 +426,8 @@ func startServeTaps(specs []serveTapSpec, db string, ignore fingerprintIgnore, n
 	for _, s := range specs {
 		o := tapOptions{listen: s.listen, upstream: s.upstream, provider: s.name, unsafeMethods: tap.DefaultUnsafeMethods,
 			keyHeaders: tap.DefaultKeyHeaders, queueDir: filepath.Join(db+"-tap-queue", s.name), queueMaxBytes: outbox.DefaultQueueBytes,
-			maxPeekBytes: tap.DefaultMaxPeekBytes, recordTimeout: 5 * time.Second, fingerprintIgnore: ignore, redact: limits.Redact}
-		r, err := launchTap(o, next, limits, logger)
+			maxPeekBytes: tap.DefaultMaxPeekBytes, recordTimeout: 5 * time.Second, fingerprintIgnore: ignore, redact: ingestLimits.Redact, limits: limits}
+		r, err := launchTap(o, next, ingestLimits, logger)
 		if err != nil {
 			taps.stop(context.Background())
 			return nil, fmt.Errorf("serve: --tap %s: %w", s.name, err)

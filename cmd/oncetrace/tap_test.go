@@ -128,6 +128,7 @@ func randomHex(n int) string {
 // tapProcess is one `oncetrace tap` process a test started.
 type tapProcess struct {
 	url    string
+	pid    int
 	logs   string
 	exited chan error
 }
@@ -155,7 +156,7 @@ func startTapProcess(t *testing.T, flags ...string) *tapProcess {
 		logFile.Close()
 		t.Fatalf("start tap: %v", err)
 	}
-	p := &tapProcess{url: "http://" + addr, logs: logs, exited: make(chan error, 1)}
+	p := &tapProcess{url: "http://" + addr, pid: cmd.Process.Pid, logs: logs, exited: make(chan error, 1)}
 	go func() {
 		p.exited <- cmd.Wait()
 		logFile.Close()
@@ -496,6 +497,11 @@ func TestTapCommandLineMistakes(t *testing.T) {
 		{"serve with a bad --fingerprint-ignore", []string{"serve", "--db", filepath.Join(t.TempDir(), "x.db"), "--fingerprint-ignore", "stripe="}, "name at least one field"},
 		{"serve with a bad --tap", []string{"serve", "--db", filepath.Join(t.TempDir(), "x.db"), "--tap", "stripe=https://api.stripe.com"}, "NAME=UPSTREAM@LISTEN"},
 		{"serve with a tap on every interface", []string{"serve", "--db", filepath.Join(t.TempDir(), "x.db"), "--tap", "stripe=https://api.stripe.com@0.0.0.0:0"}, "--insecure"},
+		{"tap without an upstream timeout", []string{"tap", "--upstream", "http://127.0.0.1:1", "--provider", "x", "--upstream-timeout", "0"}, "--upstream-timeout"},
+		{"tap giving up before the timeout", []string{"tap", "--upstream", "http://127.0.0.1:1", "--provider", "x", "--upstream-give-up", "10s"}, "--upstream-give-up"},
+		{"tap with a negative idle timeout", []string{"tap", "--upstream", "http://127.0.0.1:1", "--provider", "x", "--idle-timeout", "-1s"}, "--idle-timeout"},
+		{"tap with a negative connection cap", []string{"tap", "--upstream", "http://127.0.0.1:1", "--provider", "x", "--max-conns", "-1"}, "--max-conns"},
+		{"serve with a negative --tap-upstream-max-late", []string{"serve", "--db", filepath.Join(t.TempDir(), "x.db"), "--tap-upstream-max-late", "-1"}, "--tap-upstream-max-late"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -504,6 +510,32 @@ func TestTapCommandLineMistakes(t *testing.T) {
 				t.Errorf("got exit %d and %q, want exit 2 mentioning %q", code, errOut, tt.wantErr)
 			}
 		})
+	}
+}
+
+// TestTapLimitFlags: the tap's limits default to what docs/security.md
+// says; serve's taps take serve's header and idle timeouts and per-address
+// cap, and --tap-* for the rest.
+func TestTapLimitFlags(t *testing.T) {
+	o, err := tapFlags([]string{"--upstream", "http://127.0.0.1:1", "--provider", "x", "--queue-dir", t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := tapLimits{readHeaderTimeout: 10 * time.Second, idleTimeout: 30 * time.Second, upstreamTimeout: time.Minute,
+		upstreamGiveUp: 5 * time.Minute, maxLate: 128, maxConnsPerIP: 64, maxConns: 1024, maxConnsFlag: "max-conns"}
+	if o.limits != want {
+		t.Errorf("tap's defaults: got %+v, want %+v", o.limits, want)
+	}
+	c, err := serveFlags([]string{"--db", filepath.Join(t.TempDir(), "x.db"), "--idle-timeout", "0", "--read-timeout", "7s",
+		"--read-header-timeout", "3s", "--max-conns-per-ip", "9", "--tap-upstream-timeout", "2s", "--tap-upstream-give-up", "4s",
+		"--tap-upstream-max-late", "0", "--tap-max-conns", "99"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = tapLimits{readHeaderTimeout: 3 * time.Second, idleTimeout: 7 * time.Second, upstreamTimeout: 2 * time.Second,
+		upstreamGiveUp: 4 * time.Second, maxLate: 0, maxConnsPerIP: 9, maxConns: 99, maxConnsFlag: "tap-max-conns"}
+	if c.tapLimits != want {
+		t.Errorf("serve's taps: got %+v, want %+v", c.tapLimits, want)
 	}
 }
 

@@ -37,6 +37,19 @@ const StatusPath = "/_oncetrace/tap"
 // DefaultMaxPeekBytes is how much of a body the tap looks at by default.
 const DefaultMaxPeekBytes = 1 << 20
 
+// The defaults for an upstream that does not answer. 60 s is well past
+// any usual API latency and answers before the usual client timeouts
+// (stripe-node's is 80 s), so the client gets a 504 it can act on rather
+// than its own timeout. 5 minutes is past the time limits the usual load
+// balancers put in front of an API (60 to 100 s): an answer that late will
+// not come. 128 requests waiting at once hold at most 256 MiB of body
+// prefixes at the default peek limit.
+const (
+	DefaultUpstreamTimeout = 60 * time.Second
+	DefaultUpstreamGiveUp  = 5 * time.Minute
+	DefaultMaxLate         = 128
+)
+
 // Defaults for the fields the tap reads.
 var (
 	DefaultUnsafeMethods = []string{http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
@@ -104,7 +117,20 @@ type Config struct {
 	// HoldLimit bounds how long lose-response holds a connection before
 	// answering 504; 2 minutes when zero.
 	HoldLimit time.Duration
-	Recorder  Recorder
+	// UpstreamTimeout bounds how long a client waits for the upstream's
+	// answer (its header) from when the request is forwarded: past it the
+	// client is answered 504; DefaultUpstreamTimeout when zero.
+	UpstreamTimeout time.Duration
+	// UpstreamGiveUp bounds how long, from forwarding, an unsafe request
+	// whose client was answered 504 (or left) still waits for the
+	// upstream's answer, so that the effect it may have had is recorded;
+	// DefaultUpstreamGiveUp when zero, at least UpstreamTimeout.
+	UpstreamGiveUp time.Duration
+	// MaxLate bounds the requests waiting so at once; beyond it the
+	// upstream request is cancelled when its client is answered.
+	// DefaultMaxLate when zero; negative: none waits.
+	MaxLate  int
+	Recorder Recorder
 	// Transport reaches the upstream; a clone of http.DefaultTransport that
 	// never asks for compression itself when nil.
 	Transport http.RoundTripper
@@ -125,11 +151,21 @@ type Tap struct {
 	closing   chan struct{}
 	closeOnce sync.Once
 
-	mu      sync.Mutex
-	proxied int64
-	effects int64
-	faults  map[string]int64
-	log     []LogEntry
+	// lateCtx ends the requests still waiting for a late answer when the
+	// tap stops; lateWG waits for them.
+	lateCtx    context.Context
+	cancelLate context.CancelFunc
+	lateWG     sync.WaitGroup
+
+	mu        sync.Mutex
+	proxied   int64
+	effects   int64
+	timeouts  int64
+	late      int64 // waiting now
+	draining  bool  // Drain was called: no more wait
+	abandoned int64
+	faults    map[string]int64
+	log       []LogEntry
 }
 
 // LogEntry is one line of the tap's log of unsafe and faulted requests.
@@ -153,8 +189,11 @@ type LogEntry struct {
 	// Record is what became of the effect: recorded, queued, rejected or
 	// dropped; empty when there was no effect.
 	Record string `json:"record,omitempty"`
-	Fault  string `json:"fault,omitempty"`
-	Error  string `json:"error,omitempty"`
+	// Late says what the client had already got when the upstream
+	// answered (or was given up on): a 504, or nothing as it left.
+	Late  string `json:"late,omitempty"`
+	Fault string `json:"fault,omitempty"`
+	Error string `json:"error,omitempty"`
 }
 
 // New makes a tap.
@@ -183,6 +222,16 @@ func New(cfg Config) (*Tap, error) {
 	if cfg.HoldLimit <= 0 {
 		cfg.HoldLimit = 2 * time.Minute
 	}
+	if cfg.UpstreamTimeout <= 0 {
+		cfg.UpstreamTimeout = DefaultUpstreamTimeout
+	}
+	if cfg.UpstreamGiveUp <= 0 {
+		cfg.UpstreamGiveUp = DefaultUpstreamGiveUp
+	}
+	cfg.UpstreamGiveUp = max(cfg.UpstreamGiveUp, cfg.UpstreamTimeout)
+	if cfg.MaxLate == 0 {
+		cfg.MaxLate = DefaultMaxLate
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -206,12 +255,13 @@ func New(cfg Config) (*Tap, error) {
 	}
 	t := &Tap{cfg: cfg, upstream: u, unsafe: map[string]bool{}, ignore: outbox.NewIgnoredFields(cfg.FingerprintIgnore...),
 		closing: make(chan struct{}), faults: map[string]int64{}}
+	t.lateCtx, t.cancelLate = context.WithCancel(context.Background())
 	for _, m := range cfg.UnsafeMethods {
 		t.unsafe[strings.ToUpper(strings.TrimSpace(m))] = true
 	}
 	t.proxy = &httputil.ReverseProxy{
 		Rewrite:        t.rewrite,
-		Transport:      cfg.Transport,
+		Transport:      roundTripFunc(t.roundTrip),
 		ModifyResponse: t.modifyResponse,
 		ErrorHandler:   t.handleError,
 		ErrorLog:       slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelWarn),
@@ -232,6 +282,29 @@ func (t *Tap) Close() {
 	t.closeOnce.Do(func() { close(t.closing) })
 }
 
+// Drain waits, until ctx ends, for the requests still waiting for the
+// upstream's late answer, then cancels those left (each is logged, its
+// effect unknown) and waits for them to stop. Call it after the server's
+// Shutdown and before the recorder stops.
+func (t *Tap) Drain(ctx context.Context) error {
+	t.mu.Lock()
+	t.draining = true
+	t.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		t.lateWG.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+	}
+	t.cancelLate()
+	<-done
+	return fmt.Errorf("tap: stopped before the upstream answered every request still waiting: %w", ctx.Err())
+}
+
 // exchange is what the tap knows of one request while it is proxied.
 type exchange struct {
 	unsafe                       bool
@@ -247,6 +320,11 @@ type exchange struct {
 	request                      *prefix
 	forwarded, answered          time.Time
 	status                       int
+	// late says what the client got before the upstream answered, in the
+	// copy of the exchange that waits on; waiting, in the client's, that
+	// one does.
+	late               string
+	waiting, abandoned bool
 }
 
 type exchangeKey struct{}
@@ -263,28 +341,21 @@ func (t *Tap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		t.serveStatus(w, r)
 		return
 	}
-	ex := &exchange{unsafe: t.unsafe[r.Method], method: r.Method, uri: r.URL.RequestURI(), path: r.URL.Path, rawQuery: r.URL.RawQuery,
-		contentType: r.Header.Get("Content-Type"), contentEncoding: r.Header.Get("Content-Encoding")}
+	// What the tap records of the request's header is read in rewrite,
+	// from what is forwarded.
+	ex := &exchange{unsafe: t.unsafe[r.Method], method: r.Method, uri: r.URL.RequestURI(), path: r.URL.Path, rawQuery: r.URL.RawQuery}
 	faults, err := t.faultsFor(r, ex.unsafe)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "%s: %v", sandbox.HeaderFault, err)
 		return
 	}
-	for _, h := range t.cfg.KeyHeaders {
-		if v := r.Header.Get(h); v != "" {
-			ex.key = v
-			break
-		}
-	}
-	ex.execution, ex.step = r.Header.Get(sandbox.HeaderExecution), r.Header.Get(sandbox.HeaderStep)
-	ex.traceID, ex.spanID = outbox.TraceContext(r.Header)
 	if _, err := rand.Read(ex.nonce[:]); err != nil {
 		panic(err)
 	}
 	for _, f := range faults {
 		ex.faultNames = append(ex.faultNames, f.String())
 		t.countFault(f)
-		t.cfg.Logger.Info("tap fault", "provider", t.cfg.Provider, "fault", f.String(), "method", r.Method, "path", r.URL.Path, "key", ex.key)
+		t.cfg.Logger.Info("tap fault", "provider", t.cfg.Provider, "fault", f.String(), "method", r.Method, "path", r.URL.Path)
 	}
 	if _, ok := findFault(faults, sandbox.FailBefore); ok {
 		t.note(ex, LogEntry{Error: "not forwarded (fail-before)"})
@@ -355,7 +426,10 @@ func findFault(faults []sandbox.Fault, kind sandbox.FaultKind) (sandbox.Fault, b
 
 // rewrite points the request at the upstream and changes nothing else the
 // upstream could see, except what is addressed to the tap: the fault
-// header. ReverseProxy drops hop-by-hop headers, as any proxy must.
+// header. ReverseProxy drops hop-by-hop headers, as any proxy must, those
+// a Connection header names included, before rewrite is called: what the
+// tap records of the header is read here, from pr.Out, so that it records
+// only what the upstream was sent.
 func (t *Tap) rewrite(pr *httputil.ProxyRequest) {
 	pr.SetURL(t.upstream)
 	if t.upstream.RawQuery == "" {
@@ -368,10 +442,29 @@ func (t *Tap) rewrite(pr *httputil.ProxyRequest) {
 	}
 	pr.Out.Header.Del(sandbox.HeaderFault)
 	ex := exchangeOf(pr.In.Context())
-	if ex != nil && ex.unsafe && pr.Out.Body != nil {
+	if ex == nil {
+		return
+	}
+	ex.readForwarded(pr.Out.Header, t.cfg.KeyHeaders)
+	if ex.unsafe && pr.Out.Body != nil {
 		ex.request = newPrefix(t.cfg.MaxPeekBytes)
 		pr.Out.Body = &peekingBody{rc: pr.Out.Body, p: ex.request}
 	}
+}
+
+// readForwarded takes from the header forwarded to the upstream what the
+// tap records: the idempotency key (the first of keyHeaders present), the
+// run's ids, the trace context and how the body is encoded.
+func (ex *exchange) readForwarded(h http.Header, keyHeaders []string) {
+	for _, name := range keyHeaders {
+		if v := h.Get(name); v != "" {
+			ex.key = v
+			break
+		}
+	}
+	ex.execution, ex.step = h.Get(sandbox.HeaderExecution), h.Get(sandbox.HeaderStep)
+	ex.traceID, ex.spanID = outbox.TraceContext(h)
+	ex.contentType, ex.contentEncoding = h.Get("Content-Type"), h.Get("Content-Encoding")
 }
 
 // errLost ends a response that lose-response swallows.
@@ -390,7 +483,8 @@ func (t *Tap) modifyResponse(resp *http.Response) error {
 	success := resp.StatusCode >= 200 && resp.StatusCode <= 299
 	// As in the sandbox, only a fresh success is lost: a replay from the
 	// upstream's key store comes through, so a keyed retry can succeed.
-	lose := ex.lose != nil && success && !ex.replayed
+	// A late answer has no client left to lose it for.
+	lose := ex.lose != nil && success && !ex.replayed && ex.late == ""
 	if !ex.unsafe || !success {
 		if ex.unsafe || len(ex.faultNames) > 0 {
 			t.note(ex, LogEntry{})
@@ -402,10 +496,13 @@ func (t *Tap) modifyResponse(resp *http.Response) error {
 	}
 	body := newPrefix(t.cfg.MaxPeekBytes)
 	header := resp.Header.Clone()
-	if lose {
+	if lose || ex.late != "" {
 		drain(resp.Body, body, t.cfg.MaxPeekBytes+1)
 		t.record(resp.Request.Context(), ex, header, body)
-		return errLost
+		if lose {
+			return errLost
+		}
+		return nil
 	}
 	resp.Body = &recordingBody{rc: resp.Body, p: body, done: func() { t.record(resp.Request.Context(), ex, header, body) }}
 	return nil
@@ -542,9 +639,18 @@ func (t *Tap) handleError(w http.ResponseWriter, r *http.Request, err error) {
 		t.hold(w, r, ex)
 		return
 	}
+	if errors.Is(err, errUpstreamTimeout) {
+		t.cfg.Logger.Warn("tap: the upstream did not answer in time; answered 504", "provider", t.cfg.Provider, "method", r.Method, "path", r.URL.Path,
+			"upstream_timeout", t.cfg.UpstreamTimeout, "still_waiting", ex != nil && ex.waiting)
+		if ex != nil {
+			t.note(ex, LogEntry{Error: fmt.Sprintf("the upstream did not answer within %s; answered 504%s", t.cfg.UpstreamTimeout, ex.stillWaiting())})
+		}
+		writeError(w, http.StatusGatewayTimeout, "api_error", "oncetrace tap: the upstream did not answer within %s; it may still act on the request", t.cfg.UpstreamTimeout)
+		return
+	}
 	if r.Context().Err() != nil {
 		if ex != nil && (ex.unsafe || len(ex.faultNames) > 0) {
-			t.note(ex, LogEntry{Error: "the client left before the upstream answered"})
+			t.note(ex, LogEntry{Error: "the client left before the upstream answered" + ex.stillWaiting()})
 		}
 		return // the client left; nobody to answer
 	}
@@ -553,6 +659,18 @@ func (t *Tap) handleError(w http.ResponseWriter, r *http.Request, err error) {
 		t.note(ex, LogEntry{Error: "the upstream did not answer: " + err.Error()})
 	}
 	writeError(w, http.StatusBadGateway, "api_error", "oncetrace tap: the upstream did not answer: %v", err)
+}
+
+// stillWaiting completes a log line about a request the client no longer
+// waits for.
+func (ex *exchange) stillWaiting() string {
+	switch {
+	case ex.waiting:
+		return "; still waiting for its answer, to record its effect"
+	case ex.abandoned:
+		return "; the upstream request was cancelled (too many waiting): an effect it had is not recorded"
+	}
+	return ""
 }
 
 // hold is lose-response after the upstream answered: the client gets
@@ -599,6 +717,7 @@ func (t *Tap) note(ex *exchange, e LogEntry) {
 	}
 	e.ExecutionID, e.StepID, e.TraceID, e.SpanID = ex.execution, ex.step, ex.traceID, ex.spanID
 	e.Fault = strings.Join(ex.faultNames, "; ")
+	e.Late = ex.late
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.log = append(t.log, e)
@@ -617,6 +736,13 @@ type Status struct {
 	Proxied int64            `json:"proxied"`
 	Effects int64            `json:"effects"`
 	Faults  map[string]int64 `json:"faults"`
+	// Timeouts counts the 504s answered because the upstream did not
+	// answer within UpstreamTimeout; Late the unsafe requests still
+	// waiting for the upstream's answer now, their client answered or
+	// gone; Abandoned those cancelled instead, MaxLate being reached.
+	Timeouts  int64 `json:"upstream_timeouts"`
+	Late      int64 `json:"late"`
+	Abandoned int64 `json:"abandoned"`
 	// The recorder's counters: recorded, failed, queued, queue_bytes,
 	// dropped, rejected.
 	outbox.Counts
@@ -628,7 +754,7 @@ type Status struct {
 func (t *Tap) Status() Status {
 	t.mu.Lock()
 	s := Status{Provider: t.cfg.Provider, Upstream: t.upstream.String(), Proxied: t.proxied, Effects: t.effects,
-		Faults: map[string]int64{}, Log: append([]LogEntry{}, t.log...)}
+		Timeouts: t.timeouts, Late: t.late, Abandoned: t.abandoned, Faults: map[string]int64{}, Log: append([]LogEntry{}, t.log...)}
 	for k, v := range t.faults {
 		s.Faults[k] = v
 	}

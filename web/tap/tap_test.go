@@ -466,3 +466,56 @@ func TestParseFaults(t *testing.T) {
 		}
 	}
 }
+
+// TestTapRecordsOnlyWhatItForwards: a header the client's Connection
+// header names is hop-by-hop, so the tap does not forward it; nor does it
+// record it: a key, trace context or run id the upstream never saw is no
+// part of the effect.
+func TestTapRecordsOnlyWhatItForwards(t *testing.T) {
+	up := &echoUpstream{}
+	upstream := httptest.NewServer(up)
+	defer upstream.Close()
+	client := rawClient(10 * time.Second)
+	const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	tests := []struct {
+		name        string
+		header      map[string]string
+		want        trace.Effect
+		wantKeySeen string // the Idempotency-Key the upstream received
+	}{
+		{name: "a key named by Connection is neither forwarded nor recorded",
+			header: map[string]string{"Connection": "Idempotency-Key", "Idempotency-Key": "k1"},
+			want:   trace.Effect{Target: "a@b"}},
+		{name: "nor a trace context or run ids",
+			header: map[string]string{"Connection": "traceparent, " + sandbox.HeaderExecution + ", Idempotency-Key", "Idempotency-Key": "k1",
+				"traceparent": traceparent, sandbox.HeaderExecution: "exec_1", sandbox.HeaderStep: "step-1"},
+			want: trace.Effect{Target: "a@b"}},
+		{name: "the first key header forwarded wins",
+			header: map[string]string{"Connection": "X-Idempotency-Key", "X-Idempotency-Key": "xk", "Idempotency-Key": "k2"},
+			want:   trace.Effect{IdempotencyKey: "k2", Target: "a@b"}, wantKeySeen: "k2"},
+		{name: "a key with no Connection header is recorded",
+			header:      map[string]string{"Idempotency-Key": "k3", "traceparent": traceparent},
+			want:        trace.Effect{IdempotencyKey: "k3", Target: "a@b", TraceID: "4bf92f3577b34da6a3ce929d0e0e4736", SpanID: "00f067aa0ba902b7"},
+			wantKeySeen: "k3"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := &memRecorder{}
+			_, tapURL := startTap(t, upstream.URL, rec, func(c *tap.Config) { c.KeyHeaders = []string{"X-Idempotency-Key", "Idempotency-Key"} })
+			resp, _, err := post(t, client, tapURL+"/v1/charges", "application/json", `{"to":"a@b"}`, tt.header)
+			if err != nil || resp.StatusCode != http.StatusOK {
+				t.Fatalf("request: got %v %v, want 200", resp, err)
+			}
+			seen := up.requests()[i]
+			if got := seen.Header.Get("Idempotency-Key"); got != tt.wantKeySeen {
+				t.Errorf("Idempotency-Key at the upstream: got %q, want %q", got, tt.wantKeySeen)
+			}
+			e := rec.waitEffects(t, 1)[0]
+			if e.IdempotencyKey != tt.want.IdempotencyKey || e.Target != tt.want.Target || e.TraceID != tt.want.TraceID ||
+				e.SpanID != tt.want.SpanID || e.ExecutionID != "" || e.StepID != "" {
+				t.Errorf("effect: got key %q target %q trace %q/%q run %q/%q, want %+v", e.IdempotencyKey, e.Target, e.TraceID, e.SpanID,
+					e.ExecutionID, e.StepID, tt.want)
+			}
+		})
+	}
+}
