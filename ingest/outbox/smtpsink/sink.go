@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
@@ -49,6 +50,17 @@ const (
 	DefaultMaxConnections  = 16
 	DefaultTimeout         = time.Minute
 	DefaultRecordTimeout   = 30 * time.Second
+)
+
+// Limits RFC 5321 sets and the sink keeps.
+const (
+	// MaxLineBytes bounds a command line and a line of a message's data,
+	// CRLF included: RFC 5321's 1,000 for text (§ 4.5.3.1.6), doubled as
+	// go-smtp has it, since some clients do not wrap. A longer line is
+	// refused for good (500), so a client does not send it again.
+	MaxLineBytes = 2000
+	// MaxPathBytes bounds a MAIL FROM or RCPT TO address (§ 4.5.3.1.3).
+	MaxPathBytes = 256
 )
 
 // MessageStore keeps the messages received, for the UI.
@@ -134,6 +146,7 @@ func New(cfg Config) *Sink {
 	srv.Domain = cfg.Domain
 	srv.MaxMessageBytes = cfg.MaxMessageBytes
 	srv.MaxRecipients = cfg.MaxRecipients
+	srv.MaxLineLength = MaxLineBytes
 	srv.ReadTimeout, srv.WriteTimeout = cfg.Timeout, cfg.Timeout
 	// There is no TLS: like the HTTP API, the sink listens on loopback
 	// unless told otherwise, where the token does not cross a network.
@@ -203,6 +216,11 @@ var (
 		Message: "Shutting down; try again later"}
 	errIncomplete = &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 4, 2},
 		Message: "The message's data did not arrive whole; nothing was recorded; send it again"}
+	// go-smtp stops reading at a line over its limit and cannot find the
+	// end of the data any more: the connection closes after this reply.
+	errLineTooLong = &smtp.SMTPError{Code: 500, EnhancedCode: smtp.EnhancedCode{5, 5, 2},
+		Message: fmt.Sprintf("Line too long: a line of the message is over %d bytes (RFC 5321 allows 1000); nothing was recorded; "+
+			"wrap it or send the part base64 or quoted-printable", MaxLineBytes)}
 )
 
 func (s *Sink) newSession(*smtp.Conn) (smtp.Session, error) { return &session{sink: s}, nil }
@@ -236,12 +254,41 @@ func (ss *session) Mail(from string, _ *smtp.MailOptions) error {
 	if ss.sink.cfg.Token != "" && !ss.authed {
 		return errAuthRequired
 	}
+	if err := checkPath("MAIL FROM", from, smtp.EnhancedCode{5, 1, 7}); err != nil {
+		return err
+	}
 	ss.from, ss.rcpts = from, nil
 	return nil
 }
 
 func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
+	if err := checkPath("RCPT TO", to, smtp.EnhancedCode{5, 1, 3}); err != nil {
+		return err
+	}
 	ss.rcpts = append(ss.rcpts, to)
+	return nil
+}
+
+// checkPath refuses for good (553) an address RFC 5321 does not allow
+// (§ 4.1.2, RFC 6531 for UTF-8): a control character, even quoted, bytes
+// that are not UTF-8, or more than MaxPathBytes. go-smtp checks the
+// address's shape but passes any byte through, and an address becomes an
+// effect's target and a line of the message page.
+func checkPath(field, addr string, code smtp.EnhancedCode) error {
+	refuse := func(format string, args ...any) error {
+		return &smtp.SMTPError{Code: 553, EnhancedCode: code, Message: field + ": " + fmt.Sprintf(format, args...)}
+	}
+	if len(addr) > MaxPathBytes {
+		return refuse("the address is %d bytes; RFC 5321 allows %d", len(addr), MaxPathBytes)
+	}
+	if !utf8.ValidString(addr) {
+		return refuse("the address is not UTF-8")
+	}
+	for i, r := range addr {
+		if unicode.IsControl(r) {
+			return refuse("the address has a control character (%U at byte %d); RFC 5321 allows none", r, i)
+		}
+	}
 	return nil
 }
 
@@ -263,6 +310,9 @@ func (s *Sink) receive(r io.Reader, from string, rcpts []string) error {
 	var refused *smtp.SMTPError
 	if errors.As(err, &refused) {
 		return refused
+	}
+	if errors.Is(err, smtp.ErrTooLongLine) {
+		return errLineTooLong
 	}
 	if err != nil { // a timeout, a connection cut: nothing was recorded
 		return errIncomplete

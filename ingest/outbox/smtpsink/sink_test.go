@@ -478,3 +478,147 @@ func TestSinkFingerprint(t *testing.T) {
 		t.Errorf("another attachment, another recipient: got fingerprints %v, want each its own", fp)
 	}
 }
+
+// smtpConn is a raw SMTP conversation, for what net/smtp will not send.
+type smtpConn struct {
+	t    *testing.T
+	text *textproto.Conn
+}
+
+// dialSMTP connects and reads the greeting; the whole conversation has a
+// deadline.
+func dialSMTP(t *testing.T, addr string) *smtpConn {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	c := &smtpConn{t: t, text: textproto.NewConn(conn)}
+	if code, msg := c.reply(); code != 220 {
+		t.Fatalf("greeting: got %d %s, want 220", code, msg)
+	}
+	return c
+}
+
+// reply reads one reply, whatever its code; 0 when the connection ended.
+func (c *smtpConn) reply() (int, string) {
+	code, msg, err := c.text.ReadResponse(0)
+	var te *textproto.Error
+	if err != nil && !errors.As(err, &te) {
+		return 0, err.Error()
+	}
+	return code, msg
+}
+
+// send writes one line and reads its reply.
+func (c *smtpConn) send(line string) (int, string) {
+	c.t.Helper()
+	if err := c.text.PrintfLine("%s", line); err != nil {
+		return 0, err.Error()
+	}
+	return c.reply()
+}
+
+// expect sends each line and fails unless it is answered code.
+func (c *smtpConn) expect(code int, lines ...string) {
+	c.t.Helper()
+	for _, line := range lines {
+		if got, msg := c.send(line); got != code {
+			c.t.Fatalf("%.40q: got %d %s, want %d", line, got, msg, code)
+		}
+	}
+}
+
+// TestSinkRefusesOverLongLinesForGood: a command line or a line of data
+// over MaxLineBytes is answered 5xx, which no client retries, not 451;
+// nothing is recorded. A line at the limit is accepted.
+func TestSinkRefusesOverLongLinesForGood(t *testing.T) {
+	s := startSink(t, smtpsink.Config{})
+	atLimit := strings.Repeat("a", smtpsink.MaxLineBytes-2) // and CRLF
+	c := dialSMTP(t, s.addr)
+	c.expect(250, "EHLO agent.test", "MAIL FROM:<a@acme.dev>", "RCPT TO:<jordan@acme.dev>")
+	c.expect(354, "DATA")
+	c.text.PrintfLine("Subject: at the limit\r\nMessage-ID: <at-limit@agent>\r\n\r\n%s\r\n.", atLimit)
+	if code, msg := c.reply(); code != 250 {
+		t.Fatalf("a data line of %d bytes with CRLF: got %d %s, want 250", smtpsink.MaxLineBytes, code, msg)
+	}
+
+	tests := []struct {
+		name string
+		data bool // the line is in the message's data, not a command
+	}{
+		{"command", false},
+		{"data", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := dialSMTP(t, s.addr)
+			c.expect(250, "EHLO agent.test")
+			var code int
+			var msg string
+			if tt.data {
+				c.expect(250, "MAIL FROM:<a@acme.dev>", "RCPT TO:<jordan@acme.dev>")
+				c.expect(354, "DATA")
+				c.text.PrintfLine("Subject: too long\r\nMessage-ID: <too-long@agent>\r\n\r\n%sa\r\n.", atLimit)
+				code, msg = c.reply()
+			} else {
+				code, msg = c.send("RCPT TO:<" + atLimit + "@acme.dev>")
+			}
+			if code < 500 || code > 599 {
+				t.Errorf("a line of %d bytes: got %d %s, want a permanent 5xx", smtpsink.MaxLineBytes+1, code, msg)
+			}
+			if !strings.Contains(strings.ToLower(msg), "too long") {
+				t.Errorf("a line of %d bytes: got %q, want the reply to say the line is too long", smtpsink.MaxLineBytes+1, msg)
+			}
+		})
+	}
+	if got := s.effects(t); len(got) != 1 || got[0].ID != "<at-limit@agent>" {
+		t.Errorf("effects: got %+v, want only <at-limit@agent>", got)
+	}
+}
+
+// TestSinkRefusesBadAddresses: an address RFC 5321 does not allow is
+// refused for good (553), naming the command, and records nothing.
+func TestSinkRefusesBadAddresses(t *testing.T) {
+	s := startSink(t, smtpsink.Config{})
+	tests := []struct {
+		name, mail, rcpt, want string
+	}{
+		{"NUL in RCPT TO", "<a@acme.dev>", "<jordan\x00@acme.dev>", "RCPT TO"},
+		{"SOH in RCPT TO", "<a@acme.dev>", "<jordan@acme\x01.dev>", "RCPT TO"},
+		{"NUL quoted in RCPT TO", "<a@acme.dev>", "<\"jor\x00dan\"@acme.dev>", "RCPT TO"},
+		{"DEL in RCPT TO", "<a@acme.dev>", "<jordan\x7f@acme.dev>", "RCPT TO"},
+		{"C1 control in RCPT TO", "<a@acme.dev>", "<jordan\u0085@acme.dev>", "RCPT TO"},
+		{"not UTF-8 in RCPT TO", "<a@acme.dev>", "<jordan\xff@acme.dev>", "RCPT TO"},
+		{"path too long in RCPT TO", "<a@acme.dev>", "<" + strings.Repeat("j", smtpsink.MaxPathBytes) + "@acme.dev>", "RCPT TO"},
+		{"NUL in MAIL FROM", "<a\x00@acme.dev>", "", "MAIL FROM"},
+		{"ESC in MAIL FROM", "<a\x1b@acme.dev>", "", "MAIL FROM"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := dialSMTP(t, s.addr)
+			c.expect(250, "EHLO agent.test")
+			code, msg := c.send("MAIL FROM:" + tt.mail)
+			if tt.rcpt != "" {
+				if code != 250 {
+					t.Fatalf("MAIL FROM:%s: got %d %s, want 250", tt.mail, code, msg)
+				}
+				code, msg = c.send("RCPT TO:" + tt.rcpt)
+			}
+			if code != 553 || !strings.Contains(msg, tt.want) {
+				t.Errorf("got %d %q, want 553 naming %s", code, msg, tt.want)
+			}
+			if code, _ := c.send("DATA"); code == 354 {
+				t.Errorf("DATA after the refusal: got 354, want it refused with no recipient")
+			}
+		})
+	}
+	if got := s.effects(t); len(got) != 0 {
+		t.Errorf("effects: got %+v, want none", got)
+	}
+	// A UTF-8 address (RFC 6531) and a quoted local part with a space pass.
+	c := dialSMTP(t, s.addr)
+	c.expect(250, "EHLO agent.test", "MAIL FROM:<a@acme.dev> SMTPUTF8", "RCPT TO:<jördan@acmé.dev>", `RCPT TO:<"jordan smith"@acme.dev>`)
+}
