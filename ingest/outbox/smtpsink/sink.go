@@ -50,6 +50,9 @@ const (
 	DefaultMaxConnections  = 16
 	DefaultTimeout         = time.Minute
 	DefaultRecordTimeout   = 30 * time.Second
+	DefaultIdleTimeout     = time.Minute
+	DefaultSessionTimeout  = 5 * time.Minute
+	DefaultAuthTimeout     = 10 * time.Second
 )
 
 // Limits RFC 5321 sets and the sink keeps.
@@ -88,9 +91,25 @@ type Config struct {
 	// MaxConnections bounds open connections; one more is answered 421
 	// and closed. With MaxMessageBytes it bounds the memory messages take.
 	MaxConnections int
-	// Timeout bounds the wait for a command, for one whole DATA transfer
-	// and for a reply to be written.
+	// Timeout bounds the wait for each command, for one whole DATA
+	// transfer and for a reply to be written. A client that sends NOOP
+	// more often never meets it: the three deadlines below bound a
+	// connection's hold on one of MaxConnections.
 	Timeout time.Duration
+	// IdleTimeout bounds the time a connection goes without delivering a
+	// message, from connecting or from its last 250 after DATA: NOOP,
+	// RSET, HELP, VRFY, EHLO, and MAIL or RCPT that lead to no accepted
+	// message do not move it (421 when it passes). A message's data
+	// transfer under way is bounded by Timeout instead.
+	IdleTimeout time.Duration
+	// SessionTimeout bounds a connection's whole life, messages or not
+	// (421 at the first command after it); a data transfer under way
+	// finishes first.
+	SessionTimeout time.Duration
+	// AuthTimeout, when Token is set, bounds the time from connecting to
+	// a successful AUTH (421 when it passes), so that clients without the
+	// token hold a connection only that long.
+	AuthTimeout time.Duration
 	// RecordTimeout bounds the wait to record a message before the client
 	// is told to retry (451).
 	RecordTimeout time.Duration
@@ -128,6 +147,15 @@ func New(cfg Config) *Sink {
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.SessionTimeout <= 0 {
+		cfg.SessionTimeout = DefaultSessionTimeout
+	}
+	if cfg.AuthTimeout <= 0 {
+		cfg.AuthTimeout = DefaultAuthTimeout
 	}
 	if cfg.RecordTimeout <= 0 {
 		cfg.RecordTimeout = DefaultRecordTimeout
@@ -167,7 +195,11 @@ func (s *Sink) Serve(ln net.Listener) error {
 	}
 	s.ln = ln
 	s.mu.Unlock()
-	err := s.server.Serve(&limitListener{Listener: ln, slots: make(chan struct{}, s.cfg.MaxConnections)})
+	deadlines := connDeadlines{idle: s.cfg.IdleTimeout, session: s.cfg.SessionTimeout, transfer: s.cfg.Timeout, now: time.Now}
+	if s.cfg.Token != "" {
+		deadlines.auth = s.cfg.AuthTimeout
+	}
+	err := s.server.Serve(&limitListener{Listener: ln, slots: make(chan struct{}, s.cfg.MaxConnections), deadline: deadlines})
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -223,12 +255,16 @@ var (
 			"wrap it or send the part base64 or quoted-printable", MaxLineBytes)}
 )
 
-func (s *Sink) newSession(*smtp.Conn) (smtp.Session, error) { return &session{sink: s}, nil }
+func (s *Sink) newSession(c *smtp.Conn) (smtp.Session, error) {
+	dc, _ := c.Conn().(*deadlineConn) // nil only if served without limitListener
+	return &session{sink: s, conn: dc}, nil
+}
 
 // session is one connection's state: whether it authenticated, and the
 // envelope of the message under way.
 type session struct {
 	sink   *Sink
+	conn   *deadlineConn
 	authed bool
 	from   string
 	rcpts  []string
@@ -246,6 +282,7 @@ func (ss *session) Auth(mech string) (sasl.Server, error) {
 			return smtp.ErrAuthFailed
 		}
 		ss.authed = true
+		ss.conn.authenticated()
 		return nil
 	}), nil
 }
@@ -292,7 +329,12 @@ func checkPath(field, addr string, code smtp.EnhancedCode) error {
 	return nil
 }
 
-func (ss *session) Data(r io.Reader) error { return ss.sink.receive(r, ss.from, ss.rcpts) }
+func (ss *session) Data(r io.Reader) error {
+	ss.conn.transfer(true, false)
+	err := ss.sink.receive(r, ss.from, ss.rcpts)
+	ss.conn.transfer(false, err == nil)
+	return err
+}
 
 func (ss *session) Reset()        { ss.from, ss.rcpts = "", nil }
 func (ss *session) Logout() error { return nil }
@@ -445,41 +487,6 @@ func headerProblem(err error) string {
 		}
 	}
 	return msg
-}
-
-// limitListener answers connections beyond its slots with 421 and closes
-// them, rather than let them wait unseen.
-type limitListener struct {
-	net.Listener
-	slots chan struct{}
-}
-
-func (l *limitListener) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		select {
-		case l.slots <- struct{}{}:
-			return &slotConn{Conn: c, release: sync.OnceFunc(func() { <-l.slots })}, nil
-		default:
-			_ = c.SetWriteDeadline(time.Now().Add(time.Second))
-			_, _ = io.WriteString(c, "421 4.3.2 Too many connections; try again later\r\n")
-			c.Close()
-		}
-	}
-}
-
-type slotConn struct {
-	net.Conn
-	release func()
-}
-
-func (c *slotConn) Close() error {
-	err := c.Conn.Close()
-	c.release()
-	return err
 }
 
 // errorLog sends go-smtp's log lines to the server's logger.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -621,4 +622,151 @@ func TestSinkRefusesBadAddresses(t *testing.T) {
 	// A UTF-8 address (RFC 6531) and a quoted local part with a space pass.
 	c := dialSMTP(t, s.addr)
 	c.expect(250, "EHLO agent.test", "MAIL FROM:<a@acme.dev> SMTPUTF8", "RCPT TO:<jördan@acmé.dev>", `RCPT TO:<"jordan smith"@acme.dev>`)
+}
+
+// noopUntilClosed sends NOOP every interval until a reply is not 250,
+// and returns that reply.
+func (c *smtpConn) noopUntilClosed(interval time.Duration) (int, string) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for range tick.C {
+		if err := c.text.PrintfLine("NOOP"); err != nil {
+			return 0, err.Error()
+		}
+		if code, msg := c.reply(); code != 250 {
+			return code, msg
+		}
+	}
+	panic("unreachable")
+}
+
+// TestSinkNoopLoopsCannotHoldEverySlot: clients that fill every slot and
+// send NOOP more often than any timeout are closed with 421 once they have
+// delivered nothing for the idle timeout, and a sender then gets in.
+func TestSinkNoopLoopsCannotHoldEverySlot(t *testing.T) {
+	const slots, idle = 4, 300 * time.Millisecond
+	s := startSink(t, smtpsink.Config{MaxConnections: slots, IdleTimeout: idle})
+	testDeadline := time.Now().Add(8 * time.Second)
+	closed := make(chan string, slots)
+	for range slots {
+		c := dialSMTP(t, s.addr)
+		c.expect(250, "EHLO agent.test")
+		go func() {
+			code, msg := c.noopUntilClosed(idle / 3)
+			closed <- fmt.Sprint(code, " ", msg)
+		}()
+	}
+	// Every slot is held: one more connection is turned away.
+	if _, err := smtp.Dial(s.addr); smtpCode(err) != 421 {
+		t.Fatalf("a connection beyond %d held slots: got %v, want 421", slots, err)
+	}
+	for range slots {
+		select {
+		case reply := <-closed:
+			if !strings.HasPrefix(reply, "421 ") || !strings.Contains(reply, "idle timeout") {
+				t.Errorf("a NOOP loop's last reply: got %q, want 421 naming the idle timeout", reply)
+			}
+		case <-time.After(time.Until(testDeadline)):
+			t.Fatalf("NOOP loops: got them still connected at the test's deadline, want them closed after the idle timeout of %v", idle)
+		}
+	}
+	// A slot frees once go-smtp has closed the connection: poll for it.
+	msg := []byte(mail("Subject: let in", "Message-ID: <let-in@agent>"))
+	for {
+		err := smtp.SendMail(s.addr, nil, "a@acme.dev", []string{"jordan@acme.dev"}, msg)
+		if err == nil {
+			break
+		}
+		if smtpCode(err) != 421 || time.Now().After(testDeadline) {
+			t.Fatalf("a sender after the NOOP loops were closed: %v", err)
+		}
+	}
+	if got := s.effects(t); len(got) != 1 || got[0].ID != "<let-in@agent>" {
+		t.Errorf("effects: got %+v, want <let-in@agent>", got)
+	}
+}
+
+// TestSinkDeadlines: a connection must deliver a message within the idle
+// timeout (RSET, repeated EHLO, VRFY, MAIL and RCPT do not count), live at
+// most the session timeout, and, with a token, AUTH within the auth
+// timeout; each ends with a 421 naming it. A delivered message restarts
+// the idle timeout.
+func TestSinkDeadlines(t *testing.T) {
+	const short, long = 300 * time.Millisecond, 5 * time.Second
+	auth := "AUTH PLAIN " + base64.StdEncoding.EncodeToString([]byte("\x00agent\x00s3cret"))
+	tests := []struct {
+		name  string
+		cfg   smtpsink.Config
+		setup []string
+		loop  []string // sent over and over, each must be answered 2xx, until the connection ends
+		want  string
+		lasts time.Duration // at least
+	}{
+		{"idle: RSET, EHLO, VRFY, MAIL and RCPT without a message", smtpsink.Config{IdleTimeout: short, SessionTimeout: long},
+			nil, []string{"RSET", "EHLO agent.test", "VRFY jordan", "MAIL FROM:<a@acme.dev>", "RCPT TO:<jordan@acme.dev>", "RSET"}, "idle timeout", short},
+		{"session: a message delivered every turn restarts the idle timeout", smtpsink.Config{IdleTimeout: short, SessionTimeout: 2 * short},
+			nil, []string{"MAIL FROM:<a@acme.dev>", "RCPT TO:<jordan@acme.dev>", "DATA", "Subject: again\r\n\r\nhello\r\n."}, "session timeout", 2 * short},
+		{"auth: a token set and no AUTH", smtpsink.Config{Token: "s3cret", IdleTimeout: long, SessionTimeout: long, AuthTimeout: short},
+			nil, []string{"NOOP"}, "auth timeout", short},
+		{"idle after AUTH: the auth deadline is lifted, not the idle one", smtpsink.Config{Token: "s3cret", IdleTimeout: 2 * short, SessionTimeout: long, AuthTimeout: short},
+			[]string{auth}, []string{"NOOP"}, "idle timeout", 2 * short},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := startSink(t, tt.cfg)
+			start := time.Now() // before the sink's own start of the connection
+			c := dialSMTP(t, s.addr)
+			c.expect(250, "EHLO agent.test")
+			for _, line := range tt.setup {
+				if code, msg := c.send(line); code/100 != 2 {
+					t.Fatalf("%s: got %d %s, want 2xx", line, code, msg)
+				}
+			}
+			var code int
+			var msg string
+		loop:
+			for {
+				for _, line := range tt.loop {
+					if code, msg = c.send(line); code/100 != 2 && code != 354 {
+						break loop
+					}
+				}
+			}
+			lasted := time.Since(start)
+			if code != 421 || !strings.Contains(msg, tt.want) {
+				t.Errorf("the last reply: got %d %q, want 421 naming the %s", code, msg, tt.want)
+			}
+			if lasted < tt.lasts {
+				t.Errorf("the connection lasted %v, want at least %v", lasted, tt.lasts)
+			}
+			if code, msg := c.reply(); code != 0 {
+				t.Errorf("after the 421: got %d %s, want the connection closed", code, msg)
+			}
+		})
+	}
+}
+
+// TestSinkSlowDataOutlivesTheIdleTimeout: a message's data that takes
+// longer than the idle timeout to arrive, though within --smtp-timeout, is
+// accepted: the idle timeout counts what a client does between messages.
+func TestSinkSlowDataOutlivesTheIdleTimeout(t *testing.T) {
+	const idle = 200 * time.Millisecond
+	s := startSink(t, smtpsink.Config{IdleTimeout: idle, Timeout: 5 * time.Second})
+	c := dialSMTP(t, s.addr)
+	c.expect(250, "EHLO agent.test", "MAIL FROM:<a@acme.dev>", "RCPT TO:<jordan@acme.dev>")
+	c.expect(354, "DATA")
+	start := time.Now()
+	tick := time.NewTicker(idle / 2)
+	defer tick.Stop()
+	c.text.PrintfLine("Subject: slow but steady\r\nMessage-ID: <steady@agent>\r\n")
+	for i := range 5 {
+		<-tick.C
+		c.text.PrintfLine("line %d", i)
+	}
+	if code, msg := c.send("."); code != 250 {
+		t.Fatalf("data over %v, within the timeout: got %d %s, want 250", time.Since(start), code, msg)
+	}
+	if got := s.effects(t); len(got) != 1 {
+		t.Errorf("effects: got %d, want 1", len(got))
+	}
 }
