@@ -770,3 +770,31 @@ func TestSinkSlowDataOutlivesTheIdleTimeout(t *testing.T) {
 		t.Errorf("effects: got %d, want 1", len(got))
 	}
 }
+
+// TestSinkSlowBDATIsBoundedAsAWhole: go-smtp's timeout is per BDAT
+// command, so chunks sent more often would never meet it; the sink bounds
+// the whole transfer by it, and records nothing.
+func TestSinkSlowBDATIsBoundedAsAWhole(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	s := startSink(t, smtpsink.Config{Timeout: timeout, IdleTimeout: 10 * time.Second})
+	c := dialSMTP(t, s.addr)
+	c.expect(250, "EHLO agent.test", "MAIL FROM:<a@acme.dev>", "RCPT TO:<jordan@acme.dev>")
+	start := time.Now()
+	tick := time.NewTicker(timeout / 4)
+	defer tick.Stop()
+	chunk := "Subject: slow chunks\r\nMessage-ID: <bdat@agent>\r\n" // and the CRLF send adds
+	var code int
+	var msg string
+	for range tick.C {
+		if code, msg = c.send(fmt.Sprintf("BDAT %d\r\n%s", len(chunk)+len("\r\n"), chunk)); code != 250 {
+			break
+		}
+		chunk = "one more line"
+	}
+	if code != 421 || time.Since(start) < timeout {
+		t.Errorf("BDAT chunks every %v: got %d %q after %v, want 421 after %v", timeout/4, code, msg, time.Since(start), timeout)
+	}
+	if got := s.effects(t); len(got) != 0 {
+		t.Errorf("effects: got %+v, want none", got)
+	}
+}
