@@ -30,6 +30,10 @@ type MessageView struct {
 	HTMLURL     string
 	RawURL      string
 	Attachments []MessageAttachment
+	// PartsShown and PartsNotShown: a message of more parts than are read
+	// for showing (smtpsink.MaxParts) lists the first PartsShown; the raw
+	// message has the PartsNotShown others.
+	PartsShown, PartsNotShown int
 	// Problems are what could not be read faithfully.
 	Problems []string
 

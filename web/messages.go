@@ -64,6 +64,7 @@ func (s *Server) handleMessagePage(c echo.Context) error {
 		ReceivedAt: m.ReceivedAt, LastReceivedAt: m.LastReceivedAt, Received: m.Received, Size: len(m.Raw),
 		Text: read.Text, HasText: read.HasText, RawURL: views.MessageRawURL(m.Provider, m.EffectID),
 		Problems: read.Problems, Effect: m.Effect, State: m.State, EffectURL: views.OutboxURL(m.Provider),
+		PartsShown: smtpsink.MaxParts, PartsNotShown: read.PartsNotShown,
 	}
 	if m.Effect.ExecutionID != "" {
 		v.EffectURL = views.EffectURL(m.Effect.ExecutionID, m.Provider, m.EffectID)
@@ -146,8 +147,11 @@ type messageResponse struct {
 	HTML           *string              `json:"html"`
 	Attachments    []messageAttachment  `json:"attachments"`
 	Problems       []string             `json:"problems,omitempty"`
-	Effect         *trace.Effect        `json:"effect,omitempty"`
-	State          trace.MatchState     `json:"state,omitempty"`
+	// PartsNotShown counts the parts past the first smtpsink.MaxParts,
+	// which are not read: the raw message has them.
+	PartsNotShown int              `json:"parts_not_shown,omitempty"`
+	Effect        *trace.Effect    `json:"effect,omitempty"`
+	State         trace.MatchState `json:"state,omitempty"`
 }
 
 // handleMessageShow is GET /api/v1/messages?provider=P&id=E, the message
@@ -160,7 +164,7 @@ func (s *Server) handleMessageShow(c echo.Context) error {
 	read := smtpsink.ReadMessage(m.Raw)
 	r := messageResponse{Provider: m.Provider, EffectID: m.EffectID, MailFrom: m.From, Recipients: m.Recipients,
 		ReceivedAt: m.ReceivedAt, LastReceivedAt: m.LastReceivedAt, Received: m.Received, Size: len(m.Raw),
-		Header: []messageHeaderField{}, Attachments: []messageAttachment{}, Problems: read.Problems, State: m.State}
+		Header: []messageHeaderField{}, Attachments: []messageAttachment{}, Problems: read.Problems, PartsNotShown: read.PartsNotShown, State: m.State}
 	if r.Recipients == nil {
 		r.Recipients = []string{}
 	}

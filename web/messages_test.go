@@ -422,3 +422,47 @@ func textOf(n *html.Node) string {
 	walk(n)
 	return b.String()
 }
+
+// TestMessagePageManyParts: a message of 100,000 parts is kept whole and
+// served raw as received; its page and the page's JSON twin read only the
+// first smtpsink.MaxParts parts and say how many they leave out.
+func TestMessagePageManyParts(t *testing.T) {
+	ms := startMailServer(t)
+	const id, parts = "<many-parts@agent>", 100_000
+	var b strings.Builder
+	b.WriteString("Subject: many parts\r\nMessage-ID: " + id + "\r\nContent-Type: multipart/mixed; boundary=b\r\n\r\n")
+	for range parts {
+		b.WriteString("--b\r\nContent-Type: application/octet-stream\r\n\r\nx\r\n")
+	}
+	b.WriteString("--b--\r\n")
+	msg := b.String()
+	ms.send(t, "jordan@acme.dev", msg)
+
+	if raw := ms.get(t, strings.Replace(views.MessageURL("smtp", id), "/outbox/messages?", "/outbox/messages/raw?", 1)); string(raw) != msg {
+		t.Errorf("the raw message: got %d bytes, want the %d sent, whole", len(raw), len(msg))
+	}
+	want := parts - smtpsink.MaxParts
+	page := fetchPage(t, ms.ts.URL+views.MessageURL("smtp", id), false)
+	checkHTMLResponse(t, "the message page", page, http.StatusOK, false)
+	if rows := bytes.Count(page.body, []byte(`data-testid="message-attachment"`)); rows > smtpsink.MaxParts {
+		t.Errorf("attachment rows: got %d, want at most %d", rows, smtpsink.MaxParts)
+	}
+	doc, err := html.Parse(bytes.NewReader(page.body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if notice := textOf(findTestID(doc, "message-parts-not-shown")); !strings.Contains(notice, fmt.Sprint(want)) {
+		t.Errorf("notice: got %q, want it to say %d parts are not shown", notice, want)
+	}
+
+	var twin struct {
+		Attachments   []any `json:"attachments"`
+		PartsNotShown int   `json:"parts_not_shown"`
+	}
+	if err := json.Unmarshal(ms.get(t, "/api/v1/messages?"+strings.TrimPrefix(views.MessageURL("smtp", id), "/outbox/messages?")), &twin); err != nil {
+		t.Fatal(err)
+	}
+	if len(twin.Attachments) > smtpsink.MaxParts || twin.PartsNotShown != want {
+		t.Errorf("JSON: got %d attachments, %d parts not shown; want at most %d and %d", len(twin.Attachments), twin.PartsNotShown, smtpsink.MaxParts, want)
+	}
+}

@@ -80,7 +80,10 @@ func serveFlags(args []string) (serveConfig, error) {
 	fs.Int64Var(&c.smtp.MaxMessageBytes, "smtp-max-bytes", smtpsink.DefaultMaxMessageBytes, "with --smtp: largest message (552 beyond it); it is kept whole")
 	fs.IntVar(&c.smtp.MaxRecipients, "smtp-max-recipients", smtpsink.DefaultMaxRecipients, "with --smtp: most recipients of one message (452 beyond it)")
 	fs.IntVar(&c.smtp.MaxConnections, "smtp-max-connections", smtpsink.DefaultMaxConnections, "with --smtp: most open connections (421 beyond it)")
-	fs.DurationVar(&c.smtp.Timeout, "smtp-timeout", smtpsink.DefaultTimeout, "with --smtp: longest wait for a command, for a whole message's data, and for a reply to be written")
+	fs.DurationVar(&c.smtp.Timeout, "smtp-timeout", smtpsink.DefaultTimeout, "with --smtp: longest wait for each command, for a whole message's data, and for a reply to be written")
+	fs.DurationVar(&c.smtp.IdleTimeout, "smtp-idle-timeout", smtpsink.DefaultIdleTimeout, "with --smtp: longest a connection may go without delivering a message, whatever else it sends (NOOP, RSET, ...); 421 beyond it")
+	fs.DurationVar(&c.smtp.SessionTimeout, "smtp-session-timeout", smtpsink.DefaultSessionTimeout, "with --smtp: longest a connection may stay open, messages or not; 421 beyond it")
+	fs.DurationVar(&c.smtp.AuthTimeout, "smtp-auth-timeout", smtpsink.DefaultAuthTimeout, "with --smtp and --ingest-token: longest from connecting to AUTH; 421 beyond it")
 	fs.IntVar(&c.liveBuffer, "live-buffer", 1024, "messages a live client may fall behind before it is dropped (it then resumes from its last sequence)")
 	fs.Func("allowed-origin", "an origin besides the server's own that may open the live WebSocket (repeatable)", func(v string) error {
 		c.allowedOrigins = append(c.allowedOrigins, v)

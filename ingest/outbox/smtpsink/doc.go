@@ -8,6 +8,10 @@
 // keeps the raw message for the UI, and reads one for showing
 // (ReadMessage).
 //
+// A connection holds one of its slots only while it delivers mail: go-smtp's
+// per-command timeout is brought forward to deadlines that commands making
+// no progress (NOOP, RSET, ...) do not move (deadline.go).
+//
 // It relays nothing: no message leaves the machine. It does not render
 // HTML or serve HTTP; the web package shows messages.
 package smtpsink

@@ -33,6 +33,10 @@ type Message struct {
 	HasHTML     bool
 	Attachments []Attachment
 	Problems    []string
+	// PartsNotShown counts the parts past MaxParts, which are not read:
+	// the raw message keeps them. Parts inside a part not read are not
+	// counted.
+	PartsNotShown int
 	// attachmentDigests are the SHA-256 of each attachment's decoded
 	// content, in the order of Attachments: a message's fingerprint covers
 	// what it attached, which is never shown.
@@ -63,11 +67,14 @@ func (m Message) Get(name string) string {
 	return ""
 }
 
-// A message's MIME structure is walked this deep and this wide at most; a
-// message built to be deeper or wider is shown in part, and says so.
+// A message's MIME structure is walked this deep, and its first MaxParts
+// parts (at any depth, multiparts included) are read; a message built to
+// be deeper or wider is shown in part, and says so. Past MaxParts the
+// parts are only counted, by their delimiter lines, so that a message of
+// 100,000 parts takes no longer to show than one of MaxParts.
 const (
 	maxPartDepth = 10
-	maxParts     = 200
+	MaxParts     = 200
 )
 
 // ReadMessage reads a raw message (RFC 5322 with MIME) for showing.
@@ -170,13 +177,6 @@ func (w *walker) problem(format string, args ...any) {
 // text/plain and text/html become the text and the HTML, anything else
 // is an attachment.
 func (w *walker) part(h textproto.MIMEHeader, body []byte, depth int) {
-	w.parts++
-	if w.parts > maxParts {
-		if w.parts == maxParts+1 {
-			w.problem("the message has more than %d parts; the rest are not shown", maxParts)
-		}
-		return
-	}
 	mediaType, params := "text/plain", map[string]string{}
 	if ct := h.Get("Content-Type"); ct != "" {
 		mt, p, err := mime.ParseMediaType(ct)
@@ -225,7 +225,11 @@ func (w *walker) multipart(boundary string, body []byte, depth int) {
 		return
 	}
 	mr := multipart.NewReader(bytes.NewReader(body), boundary)
-	for {
+	for read := 0; ; read++ {
+		if w.parts >= MaxParts {
+			w.m.PartsNotShown += max(0, countParts(body, boundary)-read)
+			return
+		}
 		// Raw, so that every transfer encoding is decoded in one place.
 		p, err := mr.NextRawPart()
 		if errors.Is(err, io.EOF) {
@@ -240,7 +244,30 @@ func (w *walker) multipart(boundary string, body []byte, depth int) {
 			w.problem("multipart: %v; the parts after it are not shown", err)
 			return
 		}
+		w.parts++
 		w.part(p.Header, content, depth+1)
+	}
+}
+
+// countParts counts a multipart body's parts without reading them: its
+// delimiter lines up to the closing one (RFC 2046 § 5.1.1).
+func countParts(body []byte, boundary string) int {
+	delimiter := []byte("--" + boundary)
+	n := 0
+	for i := 0; ; {
+		j := bytes.Index(body[i:], delimiter)
+		if j < 0 {
+			return n
+		}
+		at := i + j
+		i = at + len(delimiter)
+		switch {
+		case at > 0 && body[at-1] != '\n': // not at the start of a line
+		case bytes.HasPrefix(body[i:], []byte("--")):
+			return n
+		default:
+			n++
+		}
 	}
 }
 

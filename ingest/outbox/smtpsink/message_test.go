@@ -134,3 +134,43 @@ func FuzzReadMessage(f *testing.F) {
 		smtpsink.ReadMessage(raw)
 	})
 }
+
+// manyParts is a multipart/mixed message of n one-byte attachments, with
+// the lines given before the first.
+func manyParts(boundary string, n int, first ...string) string {
+	var b strings.Builder
+	b.WriteString(crlf("Subject: many parts", "Content-Type: multipart/mixed; boundary="+boundary, "", ""))
+	for _, part := range first {
+		b.WriteString("--" + boundary + "\r\n" + part + "\r\n")
+	}
+	for range n {
+		b.WriteString("--" + boundary + "\r\nContent-Type: application/octet-stream\r\n\r\nx\r\n")
+	}
+	b.WriteString("--" + boundary + "--\r\n")
+	return b.String()
+}
+
+// TestReadMessagePartsCap: only the first MaxParts parts are read; the
+// rest are counted, at every level the cap stops.
+func TestReadMessagePartsCap(t *testing.T) {
+	inner := strings.TrimPrefix(manyParts("inner", 300), "Subject: many parts\r\n")
+	tests := []struct {
+		name          string
+		raw           string
+		attachments   int
+		partsNotShown int
+	}{
+		{"at the cap", manyParts("b", smtpsink.MaxParts), smtpsink.MaxParts, 0},
+		{"100,000 parts", manyParts("b", 100_000), smtpsink.MaxParts, 100_000 - smtpsink.MaxParts},
+		// The nested multipart is part 1; 199 of its 300 are read.
+		{"nested", manyParts("outer", 50, inner), smtpsink.MaxParts - 1, 300 - (smtpsink.MaxParts - 1) + 50},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := smtpsink.ReadMessage([]byte(tt.raw))
+			if len(m.Attachments) != tt.attachments || m.PartsNotShown != tt.partsNotShown {
+				t.Errorf("got %d attachments, %d parts not shown; want %d and %d", len(m.Attachments), m.PartsNotShown, tt.attachments, tt.partsNotShown)
+			}
+		})
+	}
+}

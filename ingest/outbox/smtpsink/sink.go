@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
@@ -49,6 +50,20 @@ const (
 	DefaultMaxConnections  = 16
 	DefaultTimeout         = time.Minute
 	DefaultRecordTimeout   = 30 * time.Second
+	DefaultIdleTimeout     = time.Minute
+	DefaultSessionTimeout  = 5 * time.Minute
+	DefaultAuthTimeout     = 10 * time.Second
+)
+
+// Limits RFC 5321 sets and the sink keeps.
+const (
+	// MaxLineBytes bounds a command line and a line of a message's data,
+	// CRLF included: RFC 5321's 1,000 for text (§ 4.5.3.1.6), doubled as
+	// go-smtp has it, since some clients do not wrap. A longer line is
+	// refused for good (500), so a client does not send it again.
+	MaxLineBytes = 2000
+	// MaxPathBytes bounds a MAIL FROM or RCPT TO address (§ 4.5.3.1.3).
+	MaxPathBytes = 256
 )
 
 // MessageStore keeps the messages received, for the UI.
@@ -76,9 +91,25 @@ type Config struct {
 	// MaxConnections bounds open connections; one more is answered 421
 	// and closed. With MaxMessageBytes it bounds the memory messages take.
 	MaxConnections int
-	// Timeout bounds the wait for a command, for one whole DATA transfer
-	// and for a reply to be written.
+	// Timeout bounds the wait for each command, for one whole DATA
+	// transfer and for a reply to be written. A client that sends NOOP
+	// more often never meets it: the three deadlines below bound a
+	// connection's hold on one of MaxConnections.
 	Timeout time.Duration
+	// IdleTimeout bounds the time a connection goes without delivering a
+	// message, from connecting or from its last 250 after DATA: NOOP,
+	// RSET, HELP, VRFY, EHLO, and MAIL or RCPT that lead to no accepted
+	// message do not move it (421 when it passes). A message's data
+	// transfer under way is bounded by Timeout instead.
+	IdleTimeout time.Duration
+	// SessionTimeout bounds a connection's whole life, messages or not
+	// (421 at the first command after it); a data transfer under way
+	// finishes first.
+	SessionTimeout time.Duration
+	// AuthTimeout, when Token is set, bounds the time from connecting to
+	// a successful AUTH (421 when it passes), so that clients without the
+	// token hold a connection only that long.
+	AuthTimeout time.Duration
 	// RecordTimeout bounds the wait to record a message before the client
 	// is told to retry (451).
 	RecordTimeout time.Duration
@@ -117,6 +148,15 @@ func New(cfg Config) *Sink {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.SessionTimeout <= 0 {
+		cfg.SessionTimeout = DefaultSessionTimeout
+	}
+	if cfg.AuthTimeout <= 0 {
+		cfg.AuthTimeout = DefaultAuthTimeout
+	}
 	if cfg.RecordTimeout <= 0 {
 		cfg.RecordTimeout = DefaultRecordTimeout
 	}
@@ -134,6 +174,7 @@ func New(cfg Config) *Sink {
 	srv.Domain = cfg.Domain
 	srv.MaxMessageBytes = cfg.MaxMessageBytes
 	srv.MaxRecipients = cfg.MaxRecipients
+	srv.MaxLineLength = MaxLineBytes
 	srv.ReadTimeout, srv.WriteTimeout = cfg.Timeout, cfg.Timeout
 	// There is no TLS: like the HTTP API, the sink listens on loopback
 	// unless told otherwise, where the token does not cross a network.
@@ -154,7 +195,11 @@ func (s *Sink) Serve(ln net.Listener) error {
 	}
 	s.ln = ln
 	s.mu.Unlock()
-	err := s.server.Serve(&limitListener{Listener: ln, slots: make(chan struct{}, s.cfg.MaxConnections)})
+	deadlines := connDeadlines{idle: s.cfg.IdleTimeout, session: s.cfg.SessionTimeout, transfer: s.cfg.Timeout, now: time.Now}
+	if s.cfg.Token != "" {
+		deadlines.auth = s.cfg.AuthTimeout
+	}
+	err := s.server.Serve(&limitListener{Listener: ln, slots: make(chan struct{}, s.cfg.MaxConnections), deadline: deadlines})
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -203,14 +248,23 @@ var (
 		Message: "Shutting down; try again later"}
 	errIncomplete = &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 4, 2},
 		Message: "The message's data did not arrive whole; nothing was recorded; send it again"}
+	// go-smtp stops reading at a line over its limit and cannot find the
+	// end of the data any more: the connection closes after this reply.
+	errLineTooLong = &smtp.SMTPError{Code: 500, EnhancedCode: smtp.EnhancedCode{5, 5, 2},
+		Message: fmt.Sprintf("Line too long: a line of the message is over %d bytes (RFC 5321 allows 1000); nothing was recorded; "+
+			"wrap it or send the part base64 or quoted-printable", MaxLineBytes)}
 )
 
-func (s *Sink) newSession(*smtp.Conn) (smtp.Session, error) { return &session{sink: s}, nil }
+func (s *Sink) newSession(c *smtp.Conn) (smtp.Session, error) {
+	dc, _ := c.Conn().(*deadlineConn) // nil only if served without limitListener
+	return &session{sink: s, conn: dc}, nil
+}
 
 // session is one connection's state: whether it authenticated, and the
 // envelope of the message under way.
 type session struct {
 	sink   *Sink
+	conn   *deadlineConn
 	authed bool
 	from   string
 	rcpts  []string
@@ -228,6 +282,7 @@ func (ss *session) Auth(mech string) (sasl.Server, error) {
 			return smtp.ErrAuthFailed
 		}
 		ss.authed = true
+		ss.conn.authenticated()
 		return nil
 	}), nil
 }
@@ -236,16 +291,50 @@ func (ss *session) Mail(from string, _ *smtp.MailOptions) error {
 	if ss.sink.cfg.Token != "" && !ss.authed {
 		return errAuthRequired
 	}
+	if err := checkPath("MAIL FROM", from, smtp.EnhancedCode{5, 1, 7}); err != nil {
+		return err
+	}
 	ss.from, ss.rcpts = from, nil
 	return nil
 }
 
 func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
+	if err := checkPath("RCPT TO", to, smtp.EnhancedCode{5, 1, 3}); err != nil {
+		return err
+	}
 	ss.rcpts = append(ss.rcpts, to)
 	return nil
 }
 
-func (ss *session) Data(r io.Reader) error { return ss.sink.receive(r, ss.from, ss.rcpts) }
+// checkPath refuses for good (553) an address RFC 5321 does not allow
+// (§ 4.1.2, RFC 6531 for UTF-8): a control character, even quoted, bytes
+// that are not UTF-8, or more than MaxPathBytes. go-smtp checks the
+// address's shape but passes any byte through, and an address becomes an
+// effect's target and a line of the message page.
+func checkPath(field, addr string, code smtp.EnhancedCode) error {
+	refuse := func(format string, args ...any) error {
+		return &smtp.SMTPError{Code: 553, EnhancedCode: code, Message: field + ": " + fmt.Sprintf(format, args...)}
+	}
+	if len(addr) > MaxPathBytes {
+		return refuse("the address is %d bytes; RFC 5321 allows %d", len(addr), MaxPathBytes)
+	}
+	if !utf8.ValidString(addr) {
+		return refuse("the address is not UTF-8")
+	}
+	for i, r := range addr {
+		if unicode.IsControl(r) {
+			return refuse("the address has a control character (%U at byte %d); RFC 5321 allows none", r, i)
+		}
+	}
+	return nil
+}
+
+func (ss *session) Data(r io.Reader) error {
+	ss.conn.transfer(true, false)
+	err := ss.sink.receive(r, ss.from, ss.rcpts)
+	ss.conn.transfer(false, err == nil)
+	return err
+}
 
 func (ss *session) Reset()        { ss.from, ss.rcpts = "", nil }
 func (ss *session) Logout() error { return nil }
@@ -263,6 +352,9 @@ func (s *Sink) receive(r io.Reader, from string, rcpts []string) error {
 	var refused *smtp.SMTPError
 	if errors.As(err, &refused) {
 		return refused
+	}
+	if errors.Is(err, smtp.ErrTooLongLine) {
+		return errLineTooLong
 	}
 	if err != nil { // a timeout, a connection cut: nothing was recorded
 		return errIncomplete
@@ -395,41 +487,6 @@ func headerProblem(err error) string {
 		}
 	}
 	return msg
-}
-
-// limitListener answers connections beyond its slots with 421 and closes
-// them, rather than let them wait unseen.
-type limitListener struct {
-	net.Listener
-	slots chan struct{}
-}
-
-func (l *limitListener) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		select {
-		case l.slots <- struct{}{}:
-			return &slotConn{Conn: c, release: sync.OnceFunc(func() { <-l.slots })}, nil
-		default:
-			_ = c.SetWriteDeadline(time.Now().Add(time.Second))
-			_, _ = io.WriteString(c, "421 4.3.2 Too many connections; try again later\r\n")
-			c.Close()
-		}
-	}
-}
-
-type slotConn struct {
-	net.Conn
-	release func()
-}
-
-func (c *slotConn) Close() error {
-	err := c.Conn.Close()
-	c.release()
-	return err
 }
 
 // errorLog sends go-smtp's log lines to the server's logger.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -476,5 +477,324 @@ func TestSinkFingerprint(t *testing.T) {
 	}
 	if fp["<m3@agent>"] == fp["<m1@agent>"] || fp["<m4@agent>"] == fp["<m1@agent>"] || fp["<m3@agent>"] == fp["<m4@agent>"] {
 		t.Errorf("another attachment, another recipient: got fingerprints %v, want each its own", fp)
+	}
+}
+
+// smtpConn is a raw SMTP conversation, for what net/smtp will not send.
+type smtpConn struct {
+	t    *testing.T
+	text *textproto.Conn
+}
+
+// dialSMTP connects and reads the greeting; the whole conversation has a
+// deadline.
+func dialSMTP(t *testing.T, addr string) *smtpConn {
+	t.Helper()
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	c := &smtpConn{t: t, text: textproto.NewConn(conn)}
+	if code, msg := c.reply(); code != 220 {
+		t.Fatalf("greeting: got %d %s, want 220", code, msg)
+	}
+	return c
+}
+
+// reply reads one reply, whatever its code; 0 when the connection ended.
+func (c *smtpConn) reply() (int, string) {
+	code, msg, err := c.text.ReadResponse(0)
+	var te *textproto.Error
+	if err != nil && !errors.As(err, &te) {
+		return 0, err.Error()
+	}
+	return code, msg
+}
+
+// send writes one line and reads its reply.
+func (c *smtpConn) send(line string) (int, string) {
+	c.t.Helper()
+	if err := c.text.PrintfLine("%s", line); err != nil {
+		return 0, err.Error()
+	}
+	return c.reply()
+}
+
+// expect sends each line and fails unless it is answered code.
+func (c *smtpConn) expect(code int, lines ...string) {
+	c.t.Helper()
+	for _, line := range lines {
+		if got, msg := c.send(line); got != code {
+			c.t.Fatalf("%.40q: got %d %s, want %d", line, got, msg, code)
+		}
+	}
+}
+
+// TestSinkRefusesOverLongLinesForGood: a command line or a line of data
+// over MaxLineBytes is answered 5xx, which no client retries, not 451;
+// nothing is recorded. A line at the limit is accepted.
+func TestSinkRefusesOverLongLinesForGood(t *testing.T) {
+	s := startSink(t, smtpsink.Config{})
+	atLimit := strings.Repeat("a", smtpsink.MaxLineBytes-2) // and CRLF
+	c := dialSMTP(t, s.addr)
+	c.expect(250, "EHLO agent.test", "MAIL FROM:<a@acme.dev>", "RCPT TO:<jordan@acme.dev>")
+	c.expect(354, "DATA")
+	c.text.PrintfLine("Subject: at the limit\r\nMessage-ID: <at-limit@agent>\r\n\r\n%s\r\n.", atLimit)
+	if code, msg := c.reply(); code != 250 {
+		t.Fatalf("a data line of %d bytes with CRLF: got %d %s, want 250", smtpsink.MaxLineBytes, code, msg)
+	}
+
+	tests := []struct {
+		name string
+		data bool // the line is in the message's data, not a command
+	}{
+		{"command", false},
+		{"data", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := dialSMTP(t, s.addr)
+			c.expect(250, "EHLO agent.test")
+			var code int
+			var msg string
+			if tt.data {
+				c.expect(250, "MAIL FROM:<a@acme.dev>", "RCPT TO:<jordan@acme.dev>")
+				c.expect(354, "DATA")
+				c.text.PrintfLine("Subject: too long\r\nMessage-ID: <too-long@agent>\r\n\r\n%sa\r\n.", atLimit)
+				code, msg = c.reply()
+			} else {
+				code, msg = c.send("RCPT TO:<" + atLimit + "@acme.dev>")
+			}
+			if code < 500 || code > 599 {
+				t.Errorf("a line of %d bytes: got %d %s, want a permanent 5xx", smtpsink.MaxLineBytes+1, code, msg)
+			}
+			if !strings.Contains(strings.ToLower(msg), "too long") {
+				t.Errorf("a line of %d bytes: got %q, want the reply to say the line is too long", smtpsink.MaxLineBytes+1, msg)
+			}
+		})
+	}
+	if got := s.effects(t); len(got) != 1 || got[0].ID != "<at-limit@agent>" {
+		t.Errorf("effects: got %+v, want only <at-limit@agent>", got)
+	}
+}
+
+// TestSinkRefusesBadAddresses: an address RFC 5321 does not allow is
+// refused for good (553), naming the command, and records nothing.
+func TestSinkRefusesBadAddresses(t *testing.T) {
+	s := startSink(t, smtpsink.Config{})
+	tests := []struct {
+		name, mail, rcpt, want string
+	}{
+		{"NUL in RCPT TO", "<a@acme.dev>", "<jordan\x00@acme.dev>", "RCPT TO"},
+		{"SOH in RCPT TO", "<a@acme.dev>", "<jordan@acme\x01.dev>", "RCPT TO"},
+		{"NUL quoted in RCPT TO", "<a@acme.dev>", "<\"jor\x00dan\"@acme.dev>", "RCPT TO"},
+		{"DEL in RCPT TO", "<a@acme.dev>", "<jordan\x7f@acme.dev>", "RCPT TO"},
+		{"C1 control in RCPT TO", "<a@acme.dev>", "<jordan\u0085@acme.dev>", "RCPT TO"},
+		{"not UTF-8 in RCPT TO", "<a@acme.dev>", "<jordan\xff@acme.dev>", "RCPT TO"},
+		{"path too long in RCPT TO", "<a@acme.dev>", "<" + strings.Repeat("j", smtpsink.MaxPathBytes) + "@acme.dev>", "RCPT TO"},
+		{"NUL in MAIL FROM", "<a\x00@acme.dev>", "", "MAIL FROM"},
+		{"ESC in MAIL FROM", "<a\x1b@acme.dev>", "", "MAIL FROM"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := dialSMTP(t, s.addr)
+			c.expect(250, "EHLO agent.test")
+			code, msg := c.send("MAIL FROM:" + tt.mail)
+			if tt.rcpt != "" {
+				if code != 250 {
+					t.Fatalf("MAIL FROM:%s: got %d %s, want 250", tt.mail, code, msg)
+				}
+				code, msg = c.send("RCPT TO:" + tt.rcpt)
+			}
+			if code != 553 || !strings.Contains(msg, tt.want) {
+				t.Errorf("got %d %q, want 553 naming %s", code, msg, tt.want)
+			}
+			if code, _ := c.send("DATA"); code == 354 {
+				t.Errorf("DATA after the refusal: got 354, want it refused with no recipient")
+			}
+		})
+	}
+	if got := s.effects(t); len(got) != 0 {
+		t.Errorf("effects: got %+v, want none", got)
+	}
+	// A UTF-8 address (RFC 6531) and a quoted local part with a space pass.
+	c := dialSMTP(t, s.addr)
+	c.expect(250, "EHLO agent.test", "MAIL FROM:<a@acme.dev> SMTPUTF8", "RCPT TO:<jördan@acmé.dev>", `RCPT TO:<"jordan smith"@acme.dev>`)
+}
+
+// noopUntilClosed sends NOOP every interval until a reply is not 250,
+// and returns that reply.
+func (c *smtpConn) noopUntilClosed(interval time.Duration) (int, string) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for range tick.C {
+		if err := c.text.PrintfLine("NOOP"); err != nil {
+			return 0, err.Error()
+		}
+		if code, msg := c.reply(); code != 250 {
+			return code, msg
+		}
+	}
+	panic("unreachable")
+}
+
+// TestSinkNoopLoopsCannotHoldEverySlot: clients that fill every slot and
+// send NOOP more often than any timeout are closed with 421 once they have
+// delivered nothing for the idle timeout, and a sender then gets in.
+func TestSinkNoopLoopsCannotHoldEverySlot(t *testing.T) {
+	const slots, idle = 4, 300 * time.Millisecond
+	s := startSink(t, smtpsink.Config{MaxConnections: slots, IdleTimeout: idle})
+	testDeadline := time.Now().Add(8 * time.Second)
+	closed := make(chan string, slots)
+	for range slots {
+		c := dialSMTP(t, s.addr)
+		c.expect(250, "EHLO agent.test")
+		go func() {
+			code, msg := c.noopUntilClosed(idle / 3)
+			closed <- fmt.Sprint(code, " ", msg)
+		}()
+	}
+	// Every slot is held: one more connection is turned away.
+	if _, err := smtp.Dial(s.addr); smtpCode(err) != 421 {
+		t.Fatalf("a connection beyond %d held slots: got %v, want 421", slots, err)
+	}
+	for range slots {
+		select {
+		case reply := <-closed:
+			if !strings.HasPrefix(reply, "421 ") || !strings.Contains(reply, "idle timeout") {
+				t.Errorf("a NOOP loop's last reply: got %q, want 421 naming the idle timeout", reply)
+			}
+		case <-time.After(time.Until(testDeadline)):
+			t.Fatalf("NOOP loops: got them still connected at the test's deadline, want them closed after the idle timeout of %v", idle)
+		}
+	}
+	// A slot frees once go-smtp has closed the connection: poll for it.
+	msg := []byte(mail("Subject: let in", "Message-ID: <let-in@agent>"))
+	for {
+		err := smtp.SendMail(s.addr, nil, "a@acme.dev", []string{"jordan@acme.dev"}, msg)
+		if err == nil {
+			break
+		}
+		if smtpCode(err) != 421 || time.Now().After(testDeadline) {
+			t.Fatalf("a sender after the NOOP loops were closed: %v", err)
+		}
+	}
+	if got := s.effects(t); len(got) != 1 || got[0].ID != "<let-in@agent>" {
+		t.Errorf("effects: got %+v, want <let-in@agent>", got)
+	}
+}
+
+// TestSinkDeadlines: a connection must deliver a message within the idle
+// timeout (RSET, repeated EHLO, VRFY, MAIL and RCPT do not count), live at
+// most the session timeout, and, with a token, AUTH within the auth
+// timeout; each ends with a 421 naming it. A delivered message restarts
+// the idle timeout.
+func TestSinkDeadlines(t *testing.T) {
+	const short, long = 300 * time.Millisecond, 5 * time.Second
+	auth := "AUTH PLAIN " + base64.StdEncoding.EncodeToString([]byte("\x00agent\x00s3cret"))
+	tests := []struct {
+		name  string
+		cfg   smtpsink.Config
+		setup []string
+		loop  []string // sent over and over, each must be answered 2xx, until the connection ends
+		want  string
+		lasts time.Duration // at least
+	}{
+		{"idle: RSET, EHLO, VRFY, MAIL and RCPT without a message", smtpsink.Config{IdleTimeout: short, SessionTimeout: long},
+			nil, []string{"RSET", "EHLO agent.test", "VRFY jordan", "MAIL FROM:<a@acme.dev>", "RCPT TO:<jordan@acme.dev>", "RSET"}, "idle timeout", short},
+		{"session: a message delivered every turn restarts the idle timeout", smtpsink.Config{IdleTimeout: short, SessionTimeout: 2 * short},
+			nil, []string{"MAIL FROM:<a@acme.dev>", "RCPT TO:<jordan@acme.dev>", "DATA", "Subject: again\r\n\r\nhello\r\n."}, "session timeout", 2 * short},
+		{"auth: a token set and no AUTH", smtpsink.Config{Token: "s3cret", IdleTimeout: long, SessionTimeout: long, AuthTimeout: short},
+			nil, []string{"NOOP"}, "auth timeout", short},
+		{"idle after AUTH: the auth deadline is lifted, not the idle one", smtpsink.Config{Token: "s3cret", IdleTimeout: 2 * short, SessionTimeout: long, AuthTimeout: short},
+			[]string{auth}, []string{"NOOP"}, "idle timeout", 2 * short},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := startSink(t, tt.cfg)
+			start := time.Now() // before the sink's own start of the connection
+			c := dialSMTP(t, s.addr)
+			c.expect(250, "EHLO agent.test")
+			for _, line := range tt.setup {
+				if code, msg := c.send(line); code/100 != 2 {
+					t.Fatalf("%s: got %d %s, want 2xx", line, code, msg)
+				}
+			}
+			var code int
+			var msg string
+		loop:
+			for {
+				for _, line := range tt.loop {
+					if code, msg = c.send(line); code/100 != 2 && code != 354 {
+						break loop
+					}
+				}
+			}
+			lasted := time.Since(start)
+			if code != 421 || !strings.Contains(msg, tt.want) {
+				t.Errorf("the last reply: got %d %q, want 421 naming the %s", code, msg, tt.want)
+			}
+			if lasted < tt.lasts {
+				t.Errorf("the connection lasted %v, want at least %v", lasted, tt.lasts)
+			}
+			if code, msg := c.reply(); code != 0 {
+				t.Errorf("after the 421: got %d %s, want the connection closed", code, msg)
+			}
+		})
+	}
+}
+
+// TestSinkSlowDataOutlivesTheIdleTimeout: a message's data that takes
+// longer than the idle timeout to arrive, though within --smtp-timeout, is
+// accepted: the idle timeout counts what a client does between messages.
+func TestSinkSlowDataOutlivesTheIdleTimeout(t *testing.T) {
+	const idle = 200 * time.Millisecond
+	s := startSink(t, smtpsink.Config{IdleTimeout: idle, Timeout: 5 * time.Second})
+	c := dialSMTP(t, s.addr)
+	c.expect(250, "EHLO agent.test", "MAIL FROM:<a@acme.dev>", "RCPT TO:<jordan@acme.dev>")
+	c.expect(354, "DATA")
+	start := time.Now()
+	tick := time.NewTicker(idle / 2)
+	defer tick.Stop()
+	c.text.PrintfLine("Subject: slow but steady\r\nMessage-ID: <steady@agent>\r\n")
+	for i := range 5 {
+		<-tick.C
+		c.text.PrintfLine("line %d", i)
+	}
+	if code, msg := c.send("."); code != 250 {
+		t.Fatalf("data over %v, within the timeout: got %d %s, want 250", time.Since(start), code, msg)
+	}
+	if got := s.effects(t); len(got) != 1 {
+		t.Errorf("effects: got %d, want 1", len(got))
+	}
+}
+
+// TestSinkSlowBDATIsBoundedAsAWhole: go-smtp's timeout is per BDAT
+// command, so chunks sent more often would never meet it; the sink bounds
+// the whole transfer by it, and records nothing.
+func TestSinkSlowBDATIsBoundedAsAWhole(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	s := startSink(t, smtpsink.Config{Timeout: timeout, IdleTimeout: 10 * time.Second})
+	c := dialSMTP(t, s.addr)
+	c.expect(250, "EHLO agent.test", "MAIL FROM:<a@acme.dev>", "RCPT TO:<jordan@acme.dev>")
+	start := time.Now()
+	tick := time.NewTicker(timeout / 4)
+	defer tick.Stop()
+	chunk := "Subject: slow chunks\r\nMessage-ID: <bdat@agent>\r\n" // and the CRLF send adds
+	var code int
+	var msg string
+	for range tick.C {
+		if code, msg = c.send(fmt.Sprintf("BDAT %d\r\n%s", len(chunk)+len("\r\n"), chunk)); code != 250 {
+			break
+		}
+		chunk = "one more line"
+	}
+	if code != 421 || time.Since(start) < timeout {
+		t.Errorf("BDAT chunks every %v: got %d %q after %v, want 421 after %v", timeout/4, code, msg, time.Since(start), timeout)
+	}
+	if got := s.effects(t); len(got) != 0 {
+		t.Errorf("effects: got %+v, want none", got)
 	}
 }
