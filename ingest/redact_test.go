@@ -30,6 +30,7 @@ func TestRedactorMatches(t *testing.T) {
 		{"auth", true}, {"auth_header", true}, {"authToken", true}, {"bearer", true}, {"bearer_token", true}, {"jwt", true},
 		{"stripe_api_key", true}, {"X-Api-Key", true}, {"x-amz-signature", true}, {"X-Amz-Credential", true}, {"X-Amz-Security-Token", true},
 		{"sig", true}, {"signature", true}, {"oauth_signature", true}, {"id_token", true}, {"oauth2Token", true}, {"otp", true}, {"cvv2", true},
+		{"Stripe-Signature", true}, {"session.id", true}, {"aws_secret_access_key", true}, {"count_token", true},
 		{"cookies", true}, {"auth[token]", true}, {"access_key", true}, {"aws_secret_access_key", true},
 
 		// Words, not substrings: token counts and tokenizers are not secrets.
@@ -40,7 +41,7 @@ func TestRedactorMatches(t *testing.T) {
 		// A qualifier after the secret's words: a property of it, not it.
 		{"token_count", false}, {"llm.token_count.prompt", false}, {"promptTokenCount", false}, {"token_usage", false},
 		{"passwords_reset_count", false}, {"password_length", false}, {"auth_type", false}, {"token_url", false},
-		{"signature_method", false}, {"oauth_signature_method", false}, {"session_id_expires_at", false},
+		{"signature_method", false}, {"auth_url", false}, {"token_type", false}, {"authority", false}, {"oauth_signature_method", false}, {"session_id_expires_at", false},
 		// ...but a secret's words after the qualifier still name one.
 		{"count_token", true}, {"password_hash", true}, {"signature_required", true},
 	} {
