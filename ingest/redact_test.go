@@ -22,15 +22,38 @@ func TestRedactorMatches(t *testing.T) {
 		{"authorization", true}, {"Authorization", true}, {"proxy-authorization", true}, {"http.request.header.authorization", true},
 		{"api_key", true}, {"api-key", true}, {"x-api-key", true}, {"apiKey", true}, {"APIKey", true}, {"ApiKey", true},
 		{"apikey", true}, {"APIKEY", true}, {"API-KEY", true}, {"cookie", true}, {"Set-Cookie", true}, {"http.response.header.set-cookie", true},
-		{"next_page_token", true}, {"token_count", true},
+		{"next_page_token", true},
+		// The attack's names, and the rest of the default list.
+		{"passwd", true}, {"pwd", true}, {"DB_PWD", true}, {"userPassword", true}, {"password2", true}, {"passphrase", true},
+		{"private_key", true}, {"privateKey", true}, {"PRIVATE-KEY", true}, {"credentials", true}, {"aws_credentials", true},
+		{"session_id", true}, {"sessionId", true}, {"SESSIONID", true}, {"ASP.NET_SessionId", true}, {"JSESSIONID", true}, {"PHPSESSID", true},
+		{"auth", true}, {"auth_header", true}, {"authToken", true}, {"bearer", true}, {"bearer_token", true}, {"jwt", true},
+		{"stripe_api_key", true}, {"X-Api-Key", true}, {"x-amz-signature", true}, {"X-Amz-Credential", true}, {"X-Amz-Security-Token", true},
+		{"sig", true}, {"signature", true}, {"oauth_signature", true}, {"id_token", true}, {"oauth2Token", true}, {"otp", true}, {"cvv2", true},
+		{"Stripe-Signature", true}, {"session.id", true}, {"aws_secret_access_key", true}, {"count_token", true},
+		{"cookies", true}, {"auth[token]", true}, {"access_key", true}, {"aws_secret_access_key", true},
 
 		// Words, not substrings: token counts and tokenizers are not secrets.
-		{"max_tokens", false}, {"input_tokens", false}, {"gen_ai.usage.output_tokens", false}, {"tokenizer", false},
-		{"secretary", false}, {"passwords_reset_count", false}, {"cookies", false},
+		{"max_tokens", false}, {"input_tokens", false}, {"gen_ai.usage.output_tokens", false}, {"gen_ai.usage.input_tokens", false},
+		{"tokens_used", false}, {"tokenizer", false}, {"author", false}, {"authority", false}, {"keyboard", false}, {"passage", false},
+		{"secretary", false}, {"signal", false}, {"design", false}, {"session", false}, {"pin", false}, {"pass", false},
 		{"idempotency_key", false}, {"key", false}, {"api", false}, {"to", false}, {"", false},
+		// A qualifier after the secret's words: a property of it, not it.
+		{"token_count", false}, {"llm.token_count.prompt", false}, {"promptTokenCount", false}, {"token_usage", false},
+		{"passwords_reset_count", false}, {"password_length", false}, {"auth_type", false}, {"token_url", false},
+		{"signature_method", false}, {"auth_url", false}, {"token_type", false}, {"authority", false}, {"oauth_signature_method", false}, {"session_id_expires_at", false},
+		// ...but a secret's words after the qualifier still name one.
+		{"count_token", true}, {"password_hash", true}, {"signature_required", true},
 	} {
 		if got := r.Matches(tc.key); got != tc.want {
 			t.Errorf("Matches(%q): got %v, want %v", tc.key, got, tc.want)
+		}
+	}
+	// Terms a user adds are matched by the same rule, parts and all.
+	custom := ingest.NewRedactor([]string{"ssn", "card-number"})
+	for key, want := range map[string]bool{"ssn": true, "customer_SSN": true, "cardNumber": true, "card_number_length": false, "card": false, "ssns": false} {
+		if got := custom.Matches(key); got != want {
+			t.Errorf("--redact ssn,card-number: Matches(%q): got %v, want %v", key, got, want)
 		}
 	}
 	var none *ingest.Redactor
@@ -70,9 +93,9 @@ func TestParseEventRedacts(t *testing.T) {
 	}{
 		{"top-level and nested keys of args and result",
 			`{"type":"attempt","execution_id":"x","step_id":"s","attempt":1,` +
-				`"args":{"to":"j@acme.dev","password":"hunter2","auth":{"api_key":"sk_live_1","user":"j"},"opts":{"max_tokens":5}},` +
+				`"args":{"to":"j@acme.dev","password":"hunter2","login":{"api_key":"sk_live_1","user":"j"},"opts":{"max_tokens":5}},` +
 				`"result":{"session":{"accessToken":"eyJ.payload.sig"},"status":"sent"}}`,
-			`{"args":{"auth":{"api_key":"[redacted]","user":"j"},"opts":{"max_tokens":5},"password":"[redacted]","to":"j@acme.dev"},` +
+			`{"args":{"login":{"api_key":"[redacted]","user":"j"},"opts":{"max_tokens":5},"password":"[redacted]","to":"j@acme.dev"},` +
 				`"attempt":1,"execution_id":"x","result":{"session":{"accessToken":"[redacted]"},"status":"sent"},"step_id":"s","type":"attempt"}`},
 		{"arrays of objects, any value type, nulls kept",
 			`{"type":"attempt","execution_id":"x","step_id":"s","attempt":1,` +
@@ -87,9 +110,16 @@ func TestParseEventRedacts(t *testing.T) {
 				`"http_url":"https://bob:pw1@api.acme.dev/v1/send?api_key=sk_2&to=j%40acme.dev&access%5Ftoken=t3#frag"}`,
 			`{"execution_id":"x","http_url":"https://[redacted]:[redacted]@api.acme.dev/v1/send?api_key=[redacted]&to=j%40acme.dev&access%5Ftoken=[redacted]#frag",` +
 				`"role":"http","span_id":"p","trace_id":"t","type":"span"}`},
-		{"words: max_tokens is kept, token_count is a token word and masked",
-			`{"type":"attempt","execution_id":"x","step_id":"s","attempt":1,"args":{"to":"j","max_tokens":5,"token_count":2}}`,
-			`{"args":{"max_tokens":5,"to":"j","token_count":"[redacted]"},"attempt":1,"execution_id":"x","step_id":"s","type":"attempt"}`},
+		{"words: max_tokens and token_count are kept, booleans too",
+			`{"type":"attempt","execution_id":"x","step_id":"s","attempt":1,"args":{"to":"j","max_tokens":5,"token_count":2,"signature_required":true,"otp":123456}}`,
+			`{"args":{"max_tokens":5,"otp":"[redacted]","signature_required":true,"to":"j","token_count":2},"attempt":1,"execution_id":"x","step_id":"s","type":"attempt"}`},
+		{"strings: URLs, query strings and JSON inside values; text fields",
+			`{"type":"attempt","execution_id":"x","step_id":"s","attempt":1,` +
+				`"args":{"url":"https://s.blob.core.windows.net/c/b?sv=2022&sig=az%2Bsig9&se=2026","form":"grant_type=password&password=pw9&scope=a",` +
+				`"body":"{\"user\": \"j\", \"pwd\": \"pw10\"}"},"error":"401 for url: https://api.acme.dev/v1?api_key=sk_11&page=2"}`,
+			`{"args":{"body":"{\"user\": \"j\", \"pwd\": \"[redacted]\"}","form":"grant_type=password&password=[redacted]&scope=a",` +
+				`"url":"https://s.blob.core.windows.net/c/b?sv=2022&sig=[redacted]&se=2026"},"attempt":1,"error":"401 for url: https://api.acme.dev/v1?api_key=[redacted]&page=2",` +
+				`"execution_id":"x","step_id":"s","type":"attempt"}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ev, err := ingest.ParseEvent([]byte(tc.raw), ingest.DefaultLimits)
@@ -110,7 +140,7 @@ func TestParseEventRedacts(t *testing.T) {
 			if got := strings.TrimSpace(buf.String()); got != tc.want {
 				t.Errorf("stored body:\n got %s\nwant %s", got, tc.want)
 			}
-			for _, secret := range []string{"hunter2", "sk_live_1", "eyJ", "Bearer abc", "ghp_123", "sid=1", "pw1", "sk_2", "t3", "12345"} {
+			for _, secret := range []string{"hunter2", "sk_live_1", "eyJ", "Bearer abc", "ghp_123", "sid=1", "pw1", "sk_2", "t3", "12345", "az%2Bsig9", "pw9", "pw10", "sk_11"} {
 				if strings.Contains(string(ev.Body), secret) {
 					t.Errorf("stored body holds %q: %s", secret, ev.Body)
 				}
@@ -252,4 +282,62 @@ func BenchmarkParseEventRedaction(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestRedactText: the secrets inside a string are masked and every other
+// byte stays, so a URL keeps its host, path, other parameters and order.
+func TestRedactText(t *testing.T) {
+	r := ingest.NewRedactor(ingest.DefaultRedactKeys)
+	for _, tc := range []struct{ in, want string }{
+		// URLs: query parameters, user info; percent-escaped names.
+		{"https://api.acme.dev/v1/send?to=j%40acme.dev&token=t1#frag", "https://api.acme.dev/v1/send?to=j%40acme.dev&token=[redacted]#frag"},
+		{"https://b.s3.amazonaws.com/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIA%2F2026&X-Amz-Signature=abc123&X-Amz-Expires=60",
+			"https://b.s3.amazonaws.com/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=[redacted]&X-Amz-Signature=[redacted]&X-Amz-Expires=60"},
+		{"https://bob:pw1@db.acme.dev:5432/app", "https://[redacted]:[redacted]@db.acme.dev:5432/app"},
+		{"https://ghp_tok@github.com/o/r.git", "https://[redacted]@github.com/o/r.git"},
+		{"postgres://u:p@h/db?sslmode=disable&password=x", "postgres://[redacted]:[redacted]@h/db?sslmode=disable&password=[redacted]"},
+		{"/v1/items?access%5Ftoken=t2&page=3", "/v1/items?access%5Ftoken=[redacted]&page=3"},
+		{"token=t3&page=3", "token=[redacted]&page=3"},
+		{"sid=1; session_id=s4; theme=dark", "sid=1; session_id=[redacted]; theme=dark"},
+		// Prose, JSON and Python dicts inside a string, header lines, Bearer.
+		{"login failed: password=hunter2 for j", "login failed: password=[redacted] for j"},
+		{`{"user":"j","api_key":"sk_5","n":{"otp":12345},"ok":true,"auth":null}`, `{"user":"j","api_key":"[redacted]","n":{"otp":[redacted]},"ok":true,"auth":null}`},
+		{`{'user': 'j', 'client_secret': 'cs\'6', 'max_tokens': 9}`, `{'user': 'j', 'client_secret': '[redacted]', 'max_tokens': 9}`},
+		{"POST /v1 HTTP/1.1\r\nHost: acme.dev\r\nX-Api-Key: sk_7\r\nCookie: a=b\r\n\r\n{}", "POST /v1 HTTP/1.1\r\nHost: acme.dev\r\nX-Api-Key: [redacted]\r\nCookie: [redacted]\r\n\r\n{}"},
+		{"curl -H 'authorization: Bearer eyJhbGciOi.J9x' https://acme.dev", "curl -H 'authorization: Bearer [redacted]' https://acme.dev"},
+		// Kept: nothing secret, byte for byte.
+		{"https://api.acme.dev/v1?max_tokens=5&author=j&q=token", "https://api.acme.dev/v1?max_tokens=5&author=j&q=token"},
+		{"a bearer of bad news: responsibility", "a bearer of bad news: responsibility"},
+		{"Token: ", "Token: "},
+		{"mailto:j@acme.dev", "mailto:j@acme.dev"},
+		{`{"signature_required": true, "token_count": 3}`, `{"signature_required": true, "token_count": 3}`},
+		{"x=1&y=2", "x=1&y=2"},
+		{"e=mc²; password", "e=mc²; password"},
+		// Masked already: nothing changes, so a stored event parses to itself.
+		{"https://[redacted]:[redacted]@h/?token=[redacted]", "https://[redacted]:[redacted]@h/?token=[redacted]"},
+		{`{"pwd": "[redacted]"} Authorization: [redacted]`, `{"pwd": "[redacted]"} Authorization: [redacted]`},
+	} {
+		got, changed := r.Text(tc.in)
+		if got != tc.want || changed != (tc.in != tc.want) {
+			t.Errorf("Text(%q):\n got %q (changed %v)\nwant %q", tc.in, got, changed, tc.want)
+		}
+		if again, changed := r.Text(got); again != got || changed {
+			t.Errorf("Text of its own output %q: got %q (changed %v), want it unchanged", got, again, changed)
+		}
+	}
+}
+
+// FuzzRedactText: masking is idempotent (a stored event parses to itself)
+// and never panics.
+func FuzzRedactText(f *testing.F) {
+	for _, s := range []string{"https://u:p@h/?token=1&a=2", `{"pwd": "x", 'sig': 5}`, "Cookie: a\r\nbearer abcdefgh1", "a=b;password=c", "https://[redacted]@h"} {
+		f.Add(s)
+	}
+	r := ingest.NewRedactor(ingest.DefaultRedactKeys)
+	f.Fuzz(func(t *testing.T, s string) {
+		once, _ := r.Text(s)
+		if twice, changed := r.Text(once); twice != once || changed {
+			t.Errorf("Text(%q) = %q, and again %q (changed %v), want it unchanged", s, once, twice, changed)
+		}
+	})
 }

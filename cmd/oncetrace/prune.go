@@ -49,8 +49,8 @@ func (r *retentionFlags) register(fs *flag.FlagSet) {
 		return err
 	})
 	r.redact = defaultRedactFlag()
-	fs.StringVar(&r.redact, "redact", r.redact, "mask the values of these keys (comma-separated; whole words of the key, any case; +k1,k2 adds to the default) "+
-		"in attempt args and results, execution labels and HTTP URLs before they are stored; '' masks nothing (env ONCETRACE_REDACT)")
+	fs.StringVar(&r.redact, "redact", r.redact, "mask the values of these names (comma-separated; matched on the name's parts, any case; +n1,n2 adds to the default) "+
+		"in attempt args and results, labels, and URLs, query strings and headers inside any stored string, before they are stored; '' masks nothing (env ONCETRACE_REDACT; docs/security.md § Redaction)")
 }
 
 // check reports what the environment got wrong (flags report their own).

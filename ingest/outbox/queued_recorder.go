@@ -114,6 +114,12 @@ func (r *QueuedRecorder) Record(ctx context.Context, e trace.Effect) (Outcome, e
 }
 
 func (r *QueuedRecorder) push(e trace.Effect, cause error) (Outcome, error) {
+	// What waits on disk is masked as the server will store it
+	// (docs/security.md, "Redaction"), so no secret reaches the disk
+	// through the queue; masking is idempotent, so the event stored later
+	// is the same.
+	e.Target, _ = r.cfg.Limits.Redact.Text(e.Target)
+	e.Summary, _ = r.cfg.Limits.Redact.Text(e.Summary)
 	n, err := r.queue.Push(e)
 	if n > 0 {
 		r.cfg.Logger.Warn("outbox: the retry queue is full; dropped the oldest effects", "dropped", n, "dir", r.queue.Dir())

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -131,5 +134,45 @@ func TestQueuedRecorderCountsWhatAFullQueueDrops(t *testing.T) {
 	}
 	if c := r.Counts(); c.Queued != 2 || c.Dropped != 3 {
 		t.Errorf("counts: got %+v, want 2 queued and 3 dropped", c)
+	}
+}
+
+// TestQueuedRecorderQueuesTheRedactedEffect: an effect queued on disk
+// while the server is down holds no secret of its target or summary, and
+// what is recorded later is masked the same way.
+func TestQueuedRecorderQueuesTheRedactedEffect(t *testing.T) {
+	next := &flakyRecorder{down: true}
+	q, err := OpenQueue(t.TempDir(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	r := NewQueuedRecorder(next, q, QueuedConfig{Feed: "tap", Timeout: time.Second})
+	e := queuedEffect(1)
+	e.Target = "https://bob:pw_q1@hooks.acme.dev/in?sig=sig_q2&team=7"
+	e.Summary = "POST /v1/charges?api_key=sk_q3 amount=5"
+	if out, _ := r.Record(context.Background(), e); out != Queued {
+		t.Fatalf("Record while down: got %s, want queued", out)
+	}
+	var disk strings.Builder
+	entries, err := os.ReadDir(q.Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range entries {
+		b, _ := os.ReadFile(filepath.Join(q.Dir(), f.Name()))
+		disk.Write(b)
+	}
+	for _, secret := range []string{"pw_q1", "sig_q2", "sk_q3"} {
+		if strings.Contains(disk.String(), secret) {
+			t.Errorf("queue files hold %q: %s", secret, disk.String())
+		}
+	}
+	_, queued, ok := q.Oldest()
+	if want := "https://[redacted]:[redacted]@hooks.acme.dev/in?sig=[redacted]&team=7"; !ok || queued.Target != want {
+		t.Errorf("queued target: got %q, want %q", queued.Target, want)
+	}
+	if want := "POST /v1/charges?api_key=[redacted] amount=5"; queued.Summary != want {
+		t.Errorf("queued summary: got %q, want %q", queued.Summary, want)
 	}
 }
