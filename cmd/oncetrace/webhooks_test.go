@@ -28,7 +28,7 @@ func TestServeWebhookFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, err := serveFlags([]string{"--webhook-map", file, "--webhook-secret", "stripe=whsec_abc", "--webhook-secret", "crm=s3cret",
-		"--webhook-tolerance", "2m"})
+		"--webhook-tolerance", "2m", "--webhook-max-tokens", "500"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,8 +39,8 @@ func TestServeWebhookFlags(t *testing.T) {
 	if w.Mappings["sendgrid"].Provider != "mail-api" {
 		t.Errorf("sendgrid: got provider %q, want the file's mapping to override the preset", w.Mappings["sendgrid"].Provider)
 	}
-	if w.Secrets["stripe"] != "whsec_abc" || w.Secrets["crm"] != "s3cret" || w.Tolerance != 2*time.Minute {
-		t.Errorf("got secrets %v and tolerance %s, want stripe's and crm's, 2m", w.Secrets, w.Tolerance)
+	if w.Secrets["stripe"] != "whsec_abc" || w.Secrets["crm"] != "s3cret" || w.Tolerance != 2*time.Minute || w.MaxTokens != 500 {
+		t.Errorf("got secrets %v, tolerance %s, %d tokens; want stripe's and crm's, 2m, 500", w.Secrets, w.Tolerance, w.MaxTokens)
 	}
 
 	t.Setenv("ONCETRACE_WEBHOOK_SECRETS", "stripe=whsec_env, mailgun=key-env")
