@@ -14,7 +14,8 @@ type WebhookToken struct {
 	// Provider is the provider of the effects the delivery records: every
 	// mapping of one provider shares its tokens.
 	Provider string
-	Token    string
+	// Token identifies the token: a hash of what its signature signed.
+	Token string
 	// BodyHash identifies the body of the delivery that first used it.
 	BodyHash string
 	// Expires is when the token's signature is too old to be accepted,

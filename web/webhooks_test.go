@@ -711,6 +711,36 @@ func TestWebhookReplay(t *testing.T) {
 		})
 	}
 
+	// Mailgun signs the timestamp and the token concatenated: the
+	// timestamp's last digit moved to the front of the token signs the
+	// same text, a token never seen. With any age accepted the shorter
+	// timestamp is not refused as stale, so only the replay check stands.
+	t.Run("a digit moved from the timestamp to the token", func(t *testing.T) {
+		anyAge := cfg
+		anyAge.Tolerance = -1
+		srv := startWebhookServer(t, anyAge, "", ingest.DefaultLimits)
+		real := mailgunDelivery("20260630140211.1@mg.example.com", "ik_1", time.Now(), key)
+		if r := srv.deliver(t, "mailgun", real, nil); r.status != http.StatusOK || r.Accepted != 1 {
+			t.Fatalf("the real delivery: got %d %+v, want 200 accepted 1", r.status, r)
+		}
+		var block struct {
+			Signature struct{ Timestamp, Token, Signature string } `json:"signature"`
+		}
+		if err := json.Unmarshal(real, &block); err != nil {
+			t.Fatal(err)
+		}
+		sig := block.Signature
+		moved := fmt.Sprintf(`{"timestamp": %q, "token": %q, "signature": %q}`, sig.Timestamp[:len(sig.Timestamp)-1],
+			sig.Timestamp[len(sig.Timestamp)-1:]+sig.Token, sig.Signature)
+		forged := pasteSignature(t, []byte(`{"signature": `+moved+`}`), mailgunDelivery("forged-2@mg.example.com", "ik_2", time.Now(), key), "signature")
+		if r := srv.deliver(t, "mailgun", forged, nil); r.status != http.StatusUnauthorized {
+			t.Errorf("the moved digit on invented data: got %d %+v %q, want 401", r.status, r, r.Error)
+		}
+		if effects := srv.effectsOf(t, "mailgun"); len(effects) != 1 {
+			t.Errorf("stored %+v, want only the real delivery's effect", effects)
+		}
+	})
+
 	t.Run("at the limit of remembered tokens", func(t *testing.T) {
 		limited := cfg
 		limited.MaxTokens = 1

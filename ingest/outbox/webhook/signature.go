@@ -84,10 +84,21 @@ type Signature struct {
 // token it signs and when it was signed. Token is empty when the scheme
 // signs none; SignedAt is zero when the signature carries no time.
 type Replay struct {
+	// Token is what the one-time token is remembered by: a hash of all
+	// the signature signs (replayKey), not the token alone.
 	Token string
 	// Field is the payload path of the token, for messages.
 	Field    string
 	SignedAt time.Time
+}
+
+// replayKey is the Token of a signature over signed: a hash of everything
+// it signs. Not the token alone: the values are signed concatenated, so
+// the last digit of a timestamp moved to the front of the token signs the
+// same text and would be a token never seen.
+func replayKey(signed ...string) string {
+	sum := sha256.Sum256([]byte(strings.Join(signed, "")))
+	return hex.EncodeToString(sum[:])
 }
 
 // Signed says whether the provider can sign at all.
@@ -341,7 +352,7 @@ func verifyMailgun(d Delivery, secret string, now time.Time, tolerance time.Dura
 	if err != nil {
 		return Replay{}, err
 	}
-	return Replay{Token: body.Signature.Token, Field: "signature.token", SignedAt: signed}, nil
+	return Replay{Token: replayKey(body.Signature.Timestamp.String(), body.Signature.Token), Field: "signature.token", SignedAt: signed}, nil
 }
 
 func verifyBasic(d Delivery, secret string) error {
@@ -428,10 +439,14 @@ func (s Signature) verifyHMAC(d Delivery, secret string, now time.Time, toleranc
 		}
 	}
 	if ps.replayToken != nil {
-		if r.Token, err = value(ps.replayToken); err != nil {
+		token, err := value(ps.replayToken)
+		if err != nil {
 			return Replay{}, err
 		}
-		r.Field = ps.replayToken.text
+		if len(ps.signed) == 0 {
+			message = []string{token} // the body is signed: the token cannot move
+		}
+		r.Token, r.Field = replayKey(message...), ps.replayToken.text
 	}
 	return r, nil
 }
