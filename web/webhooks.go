@@ -1,7 +1,10 @@
 package web
 
 import (
+	"cmp"
+	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"mime"
@@ -15,12 +18,28 @@ import (
 	"github.com/oncetrace/oncetrace/ingest"
 	"github.com/oncetrace/oncetrace/ingest/outbox"
 	"github.com/oncetrace/oncetrace/ingest/outbox/webhook"
+	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 )
 
 // DefaultWebhookTolerance is how old a signed delivery's timestamp may be:
 // Stripe's own libraries allow five minutes.
 const DefaultWebhookTolerance = 5 * time.Minute
+
+// DefaultWebhookMaxTokens is how many unexpired one-time tokens of signed
+// webhooks the database remembers (about 100 bytes each): a sender's
+// deliveries of one tolerance window, over 300 a second at the default
+// five minutes.
+const DefaultWebhookMaxTokens = 100_000
+
+// anyAgeTokenMemory is how long a token is remembered when signatures of
+// any age are accepted (a tolerance of 0): it cannot be for ever, so a
+// delivery captured a day ago can be replayed then (docs/security.md).
+const anyAgeTokenMemory = 24 * time.Hour
+
+// tokenClockSkew keeps a token a little past its signature's expiry, for
+// instances sharing a database whose clocks differ.
+const tokenClockSkew = time.Minute
 
 // webhookFeed names webhooks in effect event ids: a re-delivered webhook
 // maps to the same effect, so to the same event id, and is a duplicate.
@@ -38,6 +57,12 @@ type WebhookConfig struct {
 	// Tolerance is how old a signature's timestamp may be;
 	// DefaultWebhookTolerance when zero, any age when negative.
 	Tolerance time.Duration
+	// MaxTokens is how many unexpired one-time tokens (Mailgun's
+	// signature.token, a mapping's replay_token) the database remembers;
+	// DefaultWebhookMaxTokens when zero. At the limit a delivery with a
+	// new token is answered 503, retryable, rather than an unexpired
+	// token forgotten.
+	MaxTokens int
 }
 
 var builtinWebhooks = sync.OnceValue(webhook.Builtin)
@@ -114,8 +139,14 @@ func (s *Server) handleWebhook(c echo.Context) error {
 		return err
 	}
 	if secret, signed := s.cfg.Webhooks.Secrets[name]; signed {
-		if err := s.verifyWebhook(c, name, m, secret, data); err != nil {
+		replay, err := s.verifyWebhook(c, name, m, secret, data)
+		if err != nil {
 			return err
+		}
+		if replay.Token != "" {
+			if err := s.claimWebhookToken(c, name, m, replay, data); err != nil {
+				return err
+			}
 		}
 	}
 	res, err := m.Map(data)
@@ -151,25 +182,76 @@ func (s *Server) handleWebhook(c echo.Context) error {
 // verifyWebhook refuses a delivery whose signature is missing, wrong or
 // stale: 400 naming the header, or 401 for Basic credentials. Nothing of
 // it is stored.
-func (s *Server) verifyWebhook(c echo.Context, name string, m webhook.Mapping, secret string, data []byte) error {
-	tolerance := s.cfg.Webhooks.Tolerance
-	if tolerance == 0 {
-		tolerance = DefaultWebhookTolerance
-	} else if tolerance < 0 {
-		tolerance = 0
-	}
-	err := m.Verify(webhook.Delivery{Body: data, Header: c.Request().Header}, secret, s.cfg.Now(), tolerance)
+func (s *Server) verifyWebhook(c echo.Context, name string, m webhook.Mapping, secret string, data []byte) (webhook.Replay, error) {
+	replay, err := m.Verify(webhook.Delivery{Body: data, Header: c.Request().Header}, secret, s.cfg.Now(), s.webhookTolerance())
 	var se *webhook.SignatureError
 	if !errors.As(err, &se) {
-		return err
+		return replay, err
 	}
 	s.cfg.Logger.Warn("webhook refused", "provider", name, "err", err)
 	if se.Field == echo.HeaderAuthorization {
 		c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Basic realm="oncetrace webhooks"`)
-		return &ingest.RequestError{Status: http.StatusUnauthorized, Msg: se.Error()}
+		return replay, &ingest.RequestError{Status: http.StatusUnauthorized, Msg: se.Error()}
 	}
-	return &ingest.RequestError{Status: http.StatusBadRequest, Msg: se.Error()}
+	return replay, &ingest.RequestError{Status: http.StatusBadRequest, Msg: se.Error()}
 }
+
+// webhookTolerance is how old a signature may be; 0 for any age.
+func (s *Server) webhookTolerance() time.Duration {
+	switch tolerance := s.cfg.Webhooks.Tolerance; {
+	case tolerance == 0:
+		return DefaultWebhookTolerance
+	case tolerance < 0:
+		return 0
+	default:
+		return tolerance
+	}
+}
+
+// claimWebhookToken refuses a one-time token already used on another body:
+// a signature that signs only a token and a time (Mailgun's) pasted onto
+// invented event data, 401 with nothing stored. The same token on the same
+// body is the provider re-delivering what it already sent, maybe because
+// the first answer was lost: it goes on, and the writer counts its effects
+// as duplicates, so that the provider stops retrying.
+func (s *Server) claimWebhookToken(c echo.Context, name string, m webhook.Mapping, replay webhook.Replay, data []byte) error {
+	now := s.cfg.Now()
+	// Remembered until the signature is too old to be accepted anyway.
+	expires := now.Add(anyAgeTokenMemory)
+	if tolerance := s.webhookTolerance(); tolerance > 0 {
+		signed := replay.SignedAt
+		if signed.IsZero() || signed.Before(now.Add(-tolerance)) {
+			signed = now
+		}
+		expires = signed.Add(tolerance)
+	}
+	sum := sha256.Sum256(data)
+	body := hex.EncodeToString(sum[:])
+	limit := cmp.Or(s.cfg.Webhooks.MaxTokens, DefaultWebhookMaxTokens)
+	first, err := s.cfg.DB.ClaimWebhookToken(c.Request().Context(),
+		store.WebhookToken{Provider: m.Provider, Token: replay.Token, BodyHash: body, Expires: expires.Add(tokenClockSkew)}, now, limit)
+	if errors.Is(err, store.ErrWebhookTokensFull) {
+		s.cfg.Logger.Warn("webhook refused: the one-time tokens are full", "provider", name, "limit", limit)
+		c.Response().Header().Set("Retry-After", webhookTokensRetryAfter)
+		return &ingest.RequestError{Status: http.StatusServiceUnavailable, Msg: fmt.Sprintf(
+			"%s: %d unexpired one-time tokens of signed webhooks are remembered, the limit of --webhook-max-tokens; "+
+				"nothing was stored; retry after the Retry-After delay, when some have expired", replay.Field, limit)}
+	}
+	if err != nil {
+		return err
+	}
+	if first != body {
+		s.cfg.Logger.Warn("webhook refused: a one-time token used again on another body", "provider", name, "field", replay.Field)
+		return &ingest.RequestError{Status: http.StatusUnauthorized, Msg: replay.Field +
+			": this signed token was already used by a delivery with another body: a replayed signature; nothing was stored"}
+	}
+	return nil
+}
+
+// webhookTokensRetryAfter is the Retry-After of a delivery refused because
+// the one-time tokens are full, in seconds: tokens expire within the
+// tolerance window, so some will within a minute.
+const webhookTokensRetryAfter = "60"
 
 // payloadProblem names the payload's field in an effect's validation
 // error: "effect_id: longer than ..." becomes "[2].sg_message_id

@@ -35,7 +35,14 @@ import (
 // webhook configuration and ingest token.
 func startWebhookServer(t *testing.T, cfg web.WebhookConfig, token string, lim ingest.Limits) *testServer {
 	t.Helper()
-	db, err := sqlite.Open(context.Background(), t.TempDir()+"/oncetrace.db", sqlite.SyncNormal)
+	return startWebhookInstance(t, t.TempDir()+"/oncetrace.db", cfg, token, lim)
+}
+
+// startWebhookInstance is startWebhookServer on the SQLite file given: two
+// of them on one file are two instances sharing a database.
+func startWebhookInstance(t *testing.T, file string, cfg web.WebhookConfig, token string, lim ingest.Limits) *testServer {
+	t.Helper()
+	db, err := sqlite.Open(context.Background(), file, sqlite.SyncNormal)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,9 +186,11 @@ func postmarkDelivery(id, key string, at time.Time) []byte {
 }`, id, at.UTC().Format("2006-01-02T15:04:05.0000000Z"), key)
 }
 
-// mailgunDelivery is a delivered event, signed in its body with key.
+// mailgunDelivery is a delivered event, signed in its body with key. Each
+// signature has its own token, as Mailgun's random 50 characters.
 func mailgunDelivery(id, key string, at time.Time, signingKey string) []byte {
-	ts, token := strconv.FormatInt(at.Unix(), 10), "a8ce0edb2dd8301dee6c2405235584e45aa91d1e9f979f3de0"+id
+	ts := strconv.FormatInt(at.Unix(), 10)
+	token := "a8ce0edb2dd8301dee6c2405235584e45aa91d1e9f979f3de0" + id + "-" + ts
 	mac := hmac.New(sha256.New, []byte(signingKey))
 	mac.Write([]byte(ts + token))
 	return fmt.Appendf(nil, `{
@@ -609,4 +618,147 @@ func TestWebhookMailgunFingerprint(t *testing.T) {
 	if sg := srv.effectsOf(t, "sendgrid"); len(sg) != 1 || sg[0].Fingerprint != "" || sg[0].Summary != "" {
 		t.Errorf("sendgrid effects: got %+v, want one without a fingerprint", sg)
 	}
+}
+
+// relayMapping is a user's mapping of a sender that signs, as Mailgun does,
+// only a time and a one-time token in the body, not the event.
+const relayMapping = `{"relay": {
+  "effect_id": "event.id", "target": "event.to",
+  "signature": {"scheme": "hmac-sha256", "field": "auth.signature", "signed": ["auth.timestamp", "auth.token"],
+    "timestamp": "auth.timestamp", "replay_token": "auth.token"}
+}}`
+
+// relayDelivery is one event of relayMapping, signed with key and token.
+func relayDelivery(id, token string, at time.Time, key string) []byte {
+	ts := strconv.FormatInt(at.Unix(), 10)
+	mac := hmac.New(sha256.New, []byte(key))
+	mac.Write([]byte(ts + token))
+	return fmt.Appendf(nil, `{"auth": {"timestamp": %s, "token": %q, "signature": %q}, "event": {"id": %q, "to": "jordan@acme.dev"}}`,
+		ts, token, hex.EncodeToString(mac.Sum(nil)), id)
+}
+
+// pasteSignature is what an attacker who captured delivery makes of it: its
+// signature block (the object at block) on the event data of forged.
+func pasteSignature(t *testing.T, delivery, forged []byte, block string) []byte {
+	t.Helper()
+	var captured, invented map[string]json.RawMessage
+	if err := json.Unmarshal(delivery, &captured); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(forged, &invented); err != nil {
+		t.Fatal(err)
+	}
+	invented[block] = captured[block]
+	out, err := json.Marshal(invented)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestWebhookReplay is issue 22's forged Mailgun webhook, for Mailgun and a
+// generic mapping that signs a token the same way: a signature block
+// captured from a real delivery and pasted onto invented event data is
+// refused 401 with nothing stored, on the instance that saw the delivery
+// and on another sharing its database; the same delivery sent again (a
+// provider's retry) is answered 200 with its effect a duplicate, so that
+// the provider stops retrying.
+func TestWebhookReplay(t *testing.T) {
+	const key = "key-3ax6xnjp29jd6fds4gc373sgvjxteol0"
+	relay, err := webhook.ParseMap([]byte(relayMapping))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mappings := webhook.Builtin()
+	mappings["relay"] = relay["relay"]
+	cfg := web.WebhookConfig{Mappings: mappings, Secrets: map[string]string{"mailgun": key, "relay": key}}
+	for _, tc := range []struct {
+		provider string
+		block    string // the signature block's field
+		// deliver is a delivery of the effect id, signed at at.
+		deliver  func(id string, at time.Time) []byte
+		effectID func(id string) string
+	}{
+		{"mailgun", "signature", func(id string, at time.Time) []byte { return mailgunDelivery(id, "ik_"+id, at, key) },
+			func(id string) string { return id }},
+		{"relay", "auth", func(id string, at time.Time) []byte { return relayDelivery(id, "tok-"+id, at, key) },
+			func(id string) string { return id }},
+	} {
+		t.Run(tc.provider, func(t *testing.T) {
+			file := t.TempDir() + "/oncetrace.db"
+			one := startWebhookInstance(t, file, cfg, "", ingest.DefaultLimits)
+			other := startWebhookInstance(t, file, cfg, "", ingest.DefaultLimits)
+			now := time.Now()
+			real := tc.deliver("20260630140211.1@mg.example.com", now)
+			if r := one.deliver(t, tc.provider, real, nil); r.status != http.StatusOK || r.Accepted != 1 {
+				t.Fatalf("the real delivery: got %d %+v, want 200 accepted 1", r.status, r)
+			}
+			forged := pasteSignature(t, real, tc.deliver("forged-1@mg.example.com", now), tc.block)
+			for _, srv := range []*testServer{one, other} {
+				r := srv.deliver(t, tc.provider, forged, nil)
+				if r.status != http.StatusUnauthorized || !strings.Contains(r.Error, "already used by a delivery with another body") {
+					t.Errorf("the signature on invented data: got %d %q, want 401 naming the reused token", r.status, r.Error)
+				}
+			}
+			again := other.deliver(t, tc.provider, real, nil)
+			if again.status != http.StatusOK || again.Accepted != 0 || again.Duplicates != 1 {
+				t.Errorf("the same delivery again: got %d %+v, want 200, accepted 0, 1 duplicate", again.status, again)
+			}
+			effects := one.effectsOf(t, tc.provider)
+			if len(effects) != 1 || effects[0].EffectID != tc.effectID("20260630140211.1@mg.example.com") {
+				t.Errorf("stored %+v, want only the real delivery's effect", effects)
+			}
+		})
+	}
+
+	// Mailgun signs the timestamp and the token concatenated: the
+	// timestamp's last digit moved to the front of the token signs the
+	// same text, a token never seen. With any age accepted the shorter
+	// timestamp is not refused as stale, so only the replay check stands.
+	t.Run("a digit moved from the timestamp to the token", func(t *testing.T) {
+		anyAge := cfg
+		anyAge.Tolerance = -1
+		srv := startWebhookServer(t, anyAge, "", ingest.DefaultLimits)
+		real := mailgunDelivery("20260630140211.1@mg.example.com", "ik_1", time.Now(), key)
+		if r := srv.deliver(t, "mailgun", real, nil); r.status != http.StatusOK || r.Accepted != 1 {
+			t.Fatalf("the real delivery: got %d %+v, want 200 accepted 1", r.status, r)
+		}
+		var block struct {
+			Signature struct{ Timestamp, Token, Signature string } `json:"signature"`
+		}
+		if err := json.Unmarshal(real, &block); err != nil {
+			t.Fatal(err)
+		}
+		sig := block.Signature
+		moved := fmt.Sprintf(`{"timestamp": %q, "token": %q, "signature": %q}`, sig.Timestamp[:len(sig.Timestamp)-1],
+			sig.Timestamp[len(sig.Timestamp)-1:]+sig.Token, sig.Signature)
+		forged := pasteSignature(t, []byte(`{"signature": `+moved+`}`), mailgunDelivery("forged-2@mg.example.com", "ik_2", time.Now(), key), "signature")
+		if r := srv.deliver(t, "mailgun", forged, nil); r.status != http.StatusUnauthorized {
+			t.Errorf("the moved digit on invented data: got %d %+v %q, want 401", r.status, r, r.Error)
+		}
+		if effects := srv.effectsOf(t, "mailgun"); len(effects) != 1 {
+			t.Errorf("stored %+v, want only the real delivery's effect", effects)
+		}
+	})
+
+	t.Run("at the limit of remembered tokens", func(t *testing.T) {
+		limited := cfg
+		limited.MaxTokens = 1
+		srv := startWebhookServer(t, limited, "", ingest.DefaultLimits)
+		now := time.Now()
+		first := relayDelivery("e-1", "tok-1", now, key)
+		if r := srv.deliver(t, "relay", first, nil); r.status != http.StatusOK || r.Accepted != 1 {
+			t.Fatalf("the first token: got %d %+v, want 200 accepted 1", r.status, r)
+		}
+		if r := srv.deliver(t, "relay", relayDelivery("e-2", "tok-2", now, key), nil); r.status != http.StatusServiceUnavailable ||
+			!strings.Contains(r.Error, "auth.token: 1 unexpired one-time tokens") {
+			t.Errorf("a new token at the limit: got %d %q, want 503 naming the field and the limit", r.status, r.Error)
+		}
+		if r := srv.deliver(t, "relay", first, nil); r.status != http.StatusOK || r.Duplicates != 1 {
+			t.Errorf("the remembered token at the limit: got %d %+v, want 200 and a duplicate", r.status, r)
+		}
+		if effects := srv.effectsOf(t, "relay"); len(effects) != 1 {
+			t.Errorf("stored %+v, want only e-1", effects)
+		}
+	})
 }

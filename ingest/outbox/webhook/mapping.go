@@ -91,8 +91,9 @@ func (m Mapping) Map(body []byte) (Result, error) {
 }
 
 // Verify checks a delivery against the provider's secret at now; a
-// signature older than tolerance is refused (tolerance 0: any age).
-func (m Mapping) Verify(d Delivery, secret string, now time.Time, tolerance time.Duration) error {
+// signature older than tolerance is refused (tolerance 0: any age). The
+// Replay names the one-time token the signature signs, if any.
+func (m Mapping) Verify(d Delivery, secret string, now time.Time, tolerance time.Duration) (Replay, error) {
 	return m.Signature.Verify(d, secret, now, tolerance)
 }
 

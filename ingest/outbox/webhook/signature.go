@@ -12,6 +12,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -38,7 +39,9 @@ const (
 	// the secret is "user:password" (or a password alone: any user).
 	SchemeBasic = "basic"
 	// SchemeHMAC: Header carries HMAC-SHA256 of the raw body, hex (or
-	// base64) after an optional Prefix such as "sha256=".
+	// base64) after an optional Prefix such as "sha256=". A sender that
+	// signs fields of the body instead (Mailgun's form) is described by
+	// Field, SignedFields, Timestamp and ReplayToken.
 	SchemeHMAC = "hmac-sha256"
 )
 
@@ -59,6 +62,43 @@ type Signature struct {
 	Encoding string `json:"encoding,omitempty"`
 	// Prefix precedes the signature in the header, e.g. "sha256=" (hmac-sha256 only).
 	Prefix string `json:"prefix,omitempty"`
+	// Field is the payload path of the signature when the body carries
+	// it rather than a header (hmac-sha256 only; needs SignedFields).
+	Field string `json:"field,omitempty"`
+	// SignedFields lists the payload paths whose values, concatenated in order,
+	// are what is signed, instead of the raw body (hmac-sha256 only). The
+	// rest of the body is then not signed, so the signature must name a
+	// signed Timestamp and a signed ReplayToken: else a captured signature
+	// would be valid on any data, for ever.
+	SignedFields []string `json:"signed,omitempty"`
+	// Timestamp is the payload path of the delivery's Unix time, refused
+	// when older than the tolerance (hmac-sha256 only).
+	Timestamp string `json:"timestamp,omitempty"`
+	// ReplayToken is the payload path of a value the sender makes unique
+	// to each delivery (hmac-sha256 only). A token is remembered for the
+	// tolerance window; reused on a different body it is a replay.
+	ReplayToken string `json:"replay_token,omitempty"`
+}
+
+// Replay is what a verified signature says about replays: the one-time
+// token it signs and when it was signed. Token is empty when the scheme
+// signs none; SignedAt is zero when the signature carries no time.
+type Replay struct {
+	// Token is what the one-time token is remembered by: a hash of all
+	// the signature signs (replayKey), not the token alone.
+	Token string
+	// Field is the payload path of the token, for messages.
+	Field    string
+	SignedAt time.Time
+}
+
+// replayKey is the Token of a signature over signed: a hash of everything
+// it signs. Not the token alone: the values are signed concatenated, so
+// the last digit of a timestamp moved to the front of the token signs the
+// same text and would be a token never seen.
+func replayKey(signed ...string) string {
+	sum := sha256.Sum256([]byte(strings.Join(signed, "")))
+	return hex.EncodeToString(sum[:])
 }
 
 // Signed says whether the provider can sign at all.
@@ -67,15 +107,38 @@ func (s Signature) Signed() bool { return s.Scheme != "" }
 func (s Signature) validate() error {
 	switch s.Scheme {
 	case "", SchemeStripe, SchemeSendGrid, SchemeMailgun, SchemeBasic:
-		if s.Header != "" || s.Encoding != "" || s.Prefix != "" {
-			return fmt.Errorf("header, encoding and prefix are for scheme %s only", SchemeHMAC)
+		if s.Header != "" || s.Encoding != "" || s.Prefix != "" || s.Field != "" || len(s.SignedFields) > 0 || s.Timestamp != "" || s.ReplayToken != "" {
+			return fmt.Errorf("header, field, encoding, prefix, signed, timestamp and replay_token are for scheme %s only", SchemeHMAC)
 		}
 	case SchemeHMAC:
-		if s.Header == "" {
-			return errors.New("header: required for scheme " + SchemeHMAC)
+		if (s.Header == "") == (s.Field == "") {
+			return errors.New("header, field: give one: where the signature is, a header or a payload path (scheme " + SchemeHMAC + ")")
 		}
 		if s.Encoding != "" && s.Encoding != "hex" && s.Encoding != "base64" {
 			return fmt.Errorf("encoding: must be hex or base64, not %q", s.Encoding)
+		}
+		ps, err := s.paths()
+		if err != nil {
+			return err
+		}
+		if s.Field != "" && len(s.SignedFields) == 0 {
+			return errors.New("field: a signature inside the body cannot sign the body; list the signed fields in signed")
+		}
+		if len(s.SignedFields) > 0 {
+			// Only the listed fields are signed: without a signed token
+			// and time, the signature could be pasted onto invented data.
+			isSigned := func(p *path) bool {
+				return p != nil && slices.ContainsFunc(ps.signed, func(q path) bool { return q.text == p.text })
+			}
+			for _, need := range []struct {
+				name string
+				at   *path
+			}{{"replay_token", ps.replayToken}, {"timestamp", ps.timestamp}} {
+				if !isSigned(need.at) {
+					return fmt.Errorf("%s: required, and listed in signed, when signed names fields: only they are signed, "+
+						"so without a one-time token and a time a captured signature would be valid on any data, for ever", need.name)
+				}
+			}
 		}
 	default:
 		return fmt.Errorf("scheme: must be one of %s, %s, %s, %s, %s, not %q",
@@ -99,24 +162,58 @@ func (s Signature) CheckSecret(secret string) error {
 	return nil
 }
 
+// signaturePaths are a signature's payload paths, parsed.
+type signaturePaths struct {
+	field, timestamp, replayToken *path
+	signed                        []path
+}
+
+func (s Signature) paths() (signaturePaths, error) {
+	var ps signaturePaths
+	for _, p := range []struct {
+		name string
+		at   string
+		into **path
+	}{{"field", s.Field, &ps.field}, {"timestamp", s.Timestamp, &ps.timestamp}, {"replay_token", s.ReplayToken, &ps.replayToken}} {
+		if p.at == "" {
+			continue
+		}
+		parsed, err := parsePath(p.at)
+		if err != nil {
+			return ps, fmt.Errorf("%s: %w", p.name, err)
+		}
+		*p.into = &parsed
+	}
+	for _, at := range s.SignedFields {
+		parsed, err := parsePath(at)
+		if err != nil {
+			return ps, fmt.Errorf("signed: %w", err)
+		}
+		ps.signed = append(ps.signed, parsed)
+	}
+	return ps, nil
+}
+
 // Verify checks a delivery against secret at now; a signature whose
 // timestamp is older than tolerance is refused (tolerance 0: any age).
 // As in the providers' own libraries, only age is checked, not a time
-// ahead of the clock.
-func (s Signature) Verify(d Delivery, secret string, now time.Time, tolerance time.Duration) error {
+// ahead of the clock. A scheme that signs a one-time token (Mailgun, an
+// hmac-sha256 with a replay_token) returns it, for the caller to refuse
+// its reuse.
+func (s Signature) Verify(d Delivery, secret string, now time.Time, tolerance time.Duration) (Replay, error) {
 	switch s.Scheme {
 	case SchemeStripe:
-		return verifyStripe(d, secret, now, tolerance)
+		return Replay{}, verifyStripe(d, secret, now, tolerance)
 	case SchemeSendGrid:
-		return verifySendGrid(d, secret, now, tolerance)
+		return Replay{}, verifySendGrid(d, secret, now, tolerance)
 	case SchemeMailgun:
 		return verifyMailgun(d, secret, now, tolerance)
 	case SchemeBasic:
-		return verifyBasic(d, secret)
+		return Replay{}, verifyBasic(d, secret)
 	case SchemeHMAC:
-		return s.verifyHMAC(d, secret)
+		return s.verifyHMAC(d, secret, now, tolerance)
 	}
-	return &SignatureError{Field: "signature", Problem: "a secret is configured but the mapping has no signature scheme"}
+	return Replay{}, &SignatureError{Field: "signature", Problem: "a secret is configured but the mapping has no signature scheme"}
 }
 
 func missing(field string) error {
@@ -127,18 +224,19 @@ func mismatch(field, what string) error {
 	return &SignatureError{Field: field, Problem: "does not match the payload " + what}
 }
 
-// checkAge refuses a signed timestamp older than tolerance.
-func checkAge(field, unix string, now time.Time, tolerance time.Duration) error {
+// checkAge refuses a signed timestamp older than tolerance, and returns
+// the time it says.
+func checkAge(field, unix string, now time.Time, tolerance time.Duration) (time.Time, error) {
 	sec, err := strconv.ParseInt(strings.TrimSpace(unix), 10, 64)
 	if err != nil {
-		return &SignatureError{Field: field, Problem: fmt.Sprintf("timestamp %q is not Unix seconds", unix)}
+		return time.Time{}, &SignatureError{Field: field, Problem: fmt.Sprintf("timestamp %q is not Unix seconds", unix)}
 	}
 	signed := time.Unix(sec, 0)
 	if age := now.Sub(signed); tolerance > 0 && age > tolerance {
-		return &SignatureError{Field: field, Problem: fmt.Sprintf("timestamp %s is %s old, more than the tolerance of %s (a replayed delivery, or a clock off)",
+		return signed, &SignatureError{Field: field, Problem: fmt.Sprintf("timestamp %s is %s old, more than the tolerance of %s (a replayed delivery, or a clock off)",
 			signed.UTC().Format(time.RFC3339), age.Truncate(time.Second), tolerance)}
 	}
-	return nil
+	return signed, nil
 }
 
 func hmacSHA256(secret string, parts ...string) []byte {
@@ -179,7 +277,8 @@ func verifyStripe(d Delivery, secret string, now time.Time, tolerance time.Durat
 	if !matched {
 		return mismatch(stripeHeader, "signed with the endpoint secret (is it this endpoint's whsec_..., and is the body passed through unchanged?)")
 	}
-	return checkAge(stripeHeader, ts, now, tolerance)
+	_, err := checkAge(stripeHeader, ts, now, tolerance)
+	return err
 }
 
 func sendGridKey(secret string) (*ecdsa.PublicKey, error) {
@@ -223,10 +322,14 @@ func verifySendGrid(d Delivery, secret string, now time.Time, tolerance time.Dur
 	if !ecdsa.VerifyASN1(key, digest[:], sig) {
 		return mismatch(sendGridSignatureHeader, "and "+sendGridTimestampHeader+" signed with SendGrid's key (is the verification key this account's?)")
 	}
-	return checkAge(sendGridTimestampHeader, ts, now, tolerance)
+	_, err = checkAge(sendGridTimestampHeader, ts, now, tolerance)
+	return err
 }
 
-func verifyMailgun(d Delivery, secret string, now time.Time, tolerance time.Duration) error {
+// verifyMailgun checks the signature block Mailgun puts in the body. It
+// signs only the timestamp and the token, not the event: the token is
+// returned so that the block cannot be pasted onto other event data.
+func verifyMailgun(d Delivery, secret string, now time.Time, tolerance time.Duration) (Replay, error) {
 	var body struct {
 		Signature *struct {
 			Timestamp json.Number `json:"timestamp"`
@@ -236,16 +339,20 @@ func verifyMailgun(d Delivery, secret string, now time.Time, tolerance time.Dura
 	}
 	_ = json.Unmarshal(d.Body, &body) // a body that is not JSON is missing its signature
 	if body.Signature == nil || body.Signature.Signature == "" {
-		return missing("signature.signature")
+		return Replay{}, missing("signature.signature")
 	}
 	if body.Signature.Timestamp == "" || body.Signature.Token == "" {
-		return &SignatureError{Field: "signature", Problem: "must carry timestamp, token and signature"}
+		return Replay{}, &SignatureError{Field: "signature", Problem: "must carry timestamp, token and signature"}
 	}
 	got, err := hex.DecodeString(body.Signature.Signature)
 	if err != nil || !hmac.Equal(got, hmacSHA256(secret, body.Signature.Timestamp.String(), body.Signature.Token)) {
-		return mismatch("signature.signature", "timestamp and token signed with the HTTP webhook signing key")
+		return Replay{}, mismatch("signature.signature", "timestamp and token signed with the HTTP webhook signing key")
 	}
-	return checkAge("signature.timestamp", body.Signature.Timestamp.String(), now, tolerance)
+	signed, err := checkAge("signature.timestamp", body.Signature.Timestamp.String(), now, tolerance)
+	if err != nil {
+		return Replay{}, err
+	}
+	return Replay{Token: replayKey(body.Signature.Timestamp.String(), body.Signature.Token), Field: "signature.token", SignedAt: signed}, nil
 }
 
 func verifyBasic(d Delivery, secret string) error {
@@ -268,24 +375,78 @@ func verifyBasic(d Delivery, secret string) error {
 	return nil
 }
 
-func (s Signature) verifyHMAC(d Delivery, secret string) error {
-	value := d.Header.Get(s.Header)
-	if value == "" {
-		return missing(s.Header)
+// verifyHMAC checks an HMAC-SHA256 of the raw body, or of the values of
+// the SignedFields, against the signature in a header or a payload field.
+func (s Signature) verifyHMAC(d Delivery, secret string, now time.Time, tolerance time.Duration) (Replay, error) {
+	ps, err := s.paths()
+	if err != nil {
+		return Replay{}, err // validate refuses such a mapping at start-up
 	}
-	encoded, ok := strings.CutPrefix(value, s.Prefix)
+	var payload any
+	if ps.field != nil || len(ps.signed) > 0 || ps.timestamp != nil || ps.replayToken != nil {
+		payload, _ = decodeJSON(d.Body) // a body that is not JSON is missing its fields
+	}
+	// value is the text at a payload path the signature needs.
+	value := func(p *path) (string, error) {
+		v, ok := p.lookup(payload)
+		text, isScalar := scalar(v)
+		if !ok || !isScalar || text == "" {
+			return "", missing(p.text)
+		}
+		return text, nil
+	}
+	where, sigText := s.Header, d.Header.Get(s.Header)
+	if ps.field != nil {
+		where = ps.field.text
+		if sigText, err = value(ps.field); err != nil {
+			return Replay{}, err
+		}
+	} else if sigText == "" {
+		return Replay{}, missing(s.Header)
+	}
+	encoded, ok := strings.CutPrefix(sigText, s.Prefix)
 	if !ok {
-		return &SignatureError{Field: s.Header, Problem: fmt.Sprintf("must start with %q", s.Prefix)}
+		return Replay{}, &SignatureError{Field: where, Problem: fmt.Sprintf("must start with %q", s.Prefix)}
 	}
 	var got []byte
-	var err error
 	if s.Encoding == "base64" {
 		got, err = base64.StdEncoding.DecodeString(encoded)
 	} else {
 		got, err = hex.DecodeString(encoded)
 	}
-	if err != nil || !hmac.Equal(got, hmacSHA256(secret, string(d.Body))) {
-		return mismatch(s.Header, "signed with the configured secret")
+	message := []string{string(d.Body)}
+	if len(ps.signed) > 0 {
+		message = message[:0]
+		for i := range ps.signed {
+			v, err := value(&ps.signed[i])
+			if err != nil {
+				return Replay{}, err
+			}
+			message = append(message, v)
+		}
 	}
-	return nil
+	if err != nil || !hmac.Equal(got, hmacSHA256(secret, message...)) {
+		return Replay{}, mismatch(where, "signed with the configured secret")
+	}
+	var r Replay
+	if ps.timestamp != nil {
+		at, err := value(ps.timestamp)
+		if err != nil {
+			return Replay{}, err
+		}
+		if r.SignedAt, err = checkAge(ps.timestamp.text, at, now, tolerance); err != nil {
+			return Replay{}, err
+		}
+	}
+	if ps.replayToken != nil {
+		token, err := value(ps.replayToken)
+		if err != nil {
+			return Replay{}, err
+		}
+		if len(ps.signed) == 0 {
+			message = []string{token} // the body is signed: the token cannot move
+		}
+		r.Token, r.Field = replayKey(message...), ps.replayToken.text
+	}
+	return r, nil
 }

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/hmac"
@@ -365,8 +366,18 @@ func TestParseMap(t *testing.T) {
 		{`{"x": {"effect_id": "id", "required": ["colour"]}}`, `required: "colour" is not one of`},
 		{`{"x": {"effect_id": "id", "filter": {"event": []}}}`, "filter: event: list the values"},
 		{`{"x": {"effect_id": "id", "signature": {"scheme": "md5"}}}`, "signature: scheme: must be one of"},
-		{`{"x": {"effect_id": "id", "signature": {"scheme": "hmac-sha256"}}}`, "signature: header: required"},
+		{`{"x": {"effect_id": "id", "signature": {"scheme": "hmac-sha256"}}}`, "signature: header, field: give one"},
+		{`{"x": {"effect_id": "id", "signature": {"scheme": "hmac-sha256", "header": "X", "field": "s"}}}`, "signature: header, field: give one"},
 		{`{"x": {"effect_id": "id", "signature": {"scheme": "stripe", "header": "X"}}}`, "for scheme hmac-sha256 only"},
+		{`{"x": {"effect_id": "id", "signature": {"scheme": "mailgun", "replay_token": "t"}}}`, "for scheme hmac-sha256 only"},
+		{`{"x": {"effect_id": "id", "signature": {"scheme": "hmac-sha256", "field": "s"}}}`, "signature: field: a signature inside the body cannot sign the body"},
+		{`{"x": {"effect_id": "id", "signature": {"scheme": "hmac-sha256", "field": "s", "signed": ["ts"], "timestamp": "ts"}}}`,
+			"signature: replay_token: required, and listed in signed"},
+		{`{"x": {"effect_id": "id", "signature": {"scheme": "hmac-sha256", "field": "s", "signed": ["ts"], "timestamp": "ts", "replay_token": "tok"}}}`,
+			"signature: replay_token: required, and listed in signed"},
+		{`{"x": {"effect_id": "id", "signature": {"scheme": "hmac-sha256", "field": "s", "signed": ["tok"], "replay_token": "tok"}}}`,
+			"signature: timestamp: required, and listed in signed"},
+		{`{"x": {"effect_id": "id", "signature": {"scheme": "hmac-sha256", "header": "X", "replay_token": "a..b"}}}`, "signature: replay_token: "},
 	} {
 		if _, err := ParseMap([]byte(tc.file)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("ParseMap(%s): got %v, want an error containing %q", tc.file, err, tc.want)
@@ -436,6 +447,15 @@ func TestVerify(t *testing.T) {
 		return http.Header{"X-Hub-Signature-256": {"sha256=" + hex.EncodeToString(mac.Sum(nil))}}
 	}
 	stale := now.Add(-6 * time.Minute)
+	mailgunToken := replayKey(strconv.FormatInt(now.Unix(), 10), "a8ce0edb2dd8301dee6c2405235584e45aa91d1e9f979f3de0")
+	// fieldSig signs fields of the body, as Mailgun does, in the generic form.
+	fieldSig := Signature{Scheme: SchemeHMAC, Field: "auth.sig", SignedFields: []string{"auth.ts", "auth.nonce"}, Timestamp: "auth.ts", ReplayToken: "auth.nonce"}
+	fieldBody := func(secret string, at time.Time, nonce string) []byte {
+		ts := strconv.FormatInt(at.Unix(), 10)
+		mac := hmac.New(sha256.New, []byte(secret))
+		mac.Write([]byte(ts + nonce))
+		return fmt.Appendf(nil, `{"auth": {"ts": %s, "nonce": %q, "sig": %q}, "id": "x"}`, ts, nonce, hex.EncodeToString(mac.Sum(nil)))
+	}
 
 	for _, tc := range []struct {
 		name   string
@@ -443,39 +463,54 @@ func TestVerify(t *testing.T) {
 		secret string
 		d      Delivery
 		want   string // the SignatureError's start; "" for none
+		token  string // the Replay's token when verified
 	}{
-		{"stripe", Signature{Scheme: SchemeStripe}, "whsec_test", Delivery{body, stripeSig("whsec_test", now, body)}, ""},
+		{"stripe", Signature{Scheme: SchemeStripe}, "whsec_test", Delivery{body, stripeSig("whsec_test", now, body)}, "", ""},
 		{"stripe, rolled secret", Signature{Scheme: SchemeStripe}, "whsec_test", Delivery{body, http.Header{"Stripe-Signature": {
-			stripeSig("whsec_old", now, body).Get("Stripe-Signature") + "," + strings.Split(stripeSig("whsec_test", now, body).Get("Stripe-Signature"), ",")[1]}}}, ""},
-		{"stripe, missing", Signature{Scheme: SchemeStripe}, "whsec_test", Delivery{body, http.Header{}}, "Stripe-Signature: missing"},
-		{"stripe, other secret", Signature{Scheme: SchemeStripe}, "whsec_test", Delivery{body, stripeSig("whsec_other", now, body)}, "Stripe-Signature: does not match"},
-		{"stripe, body changed", Signature{Scheme: SchemeStripe}, "whsec_test", Delivery{append([]byte(" "), body...), stripeSig("whsec_test", now, body)}, "Stripe-Signature: does not match"},
-		{"stripe, stale", Signature{Scheme: SchemeStripe}, "whsec_test", Delivery{body, stripeSig("whsec_test", stale, body)}, "Stripe-Signature: timestamp"},
-		{"stripe, malformed", Signature{Scheme: SchemeStripe}, "whsec_test", Delivery{body, http.Header{"Stripe-Signature": {"v1=abc"}}}, "Stripe-Signature: must be"},
-		{"sendgrid", Signature{Scheme: SchemeSendGrid}, sgPublic, Delivery{body, sendGridSig(sgKey, now, body)}, ""},
-		{"sendgrid, other key", Signature{Scheme: SchemeSendGrid}, sgPublic, Delivery{body, sendGridSig(otherKey, now, body)}, sendGridSignatureHeader + ": does not match"},
-		{"sendgrid, stale", Signature{Scheme: SchemeSendGrid}, sgPublic, Delivery{body, sendGridSig(sgKey, stale, body)}, sendGridTimestampHeader + ": timestamp"},
-		{"sendgrid, missing", Signature{Scheme: SchemeSendGrid}, sgPublic, Delivery{body, http.Header{}}, sendGridSignatureHeader + ": missing"},
-		{"mailgun", Signature{Scheme: SchemeMailgun}, "key-signing", Delivery{mailgunBody("key-signing", now), nil}, ""},
-		{"mailgun, other key", Signature{Scheme: SchemeMailgun}, "key-signing", Delivery{mailgunBody("key-other", now), nil}, "signature.signature: does not match"},
-		{"mailgun, stale", Signature{Scheme: SchemeMailgun}, "key-signing", Delivery{mailgunBody("key-signing", stale), nil}, "signature.timestamp: timestamp"},
-		{"mailgun, unsigned", Signature{Scheme: SchemeMailgun}, "key-signing", Delivery{[]byte(`{"event-data": {}}`), nil}, "signature.signature: missing"},
-		{"basic", Signature{Scheme: SchemeBasic}, "postmark:hunter2", Delivery{body, basic("postmark:hunter2")}, ""},
-		{"basic, password only", Signature{Scheme: SchemeBasic}, "hunter2", Delivery{body, basic("anyone:hunter2")}, ""},
-		{"basic, wrong", Signature{Scheme: SchemeBasic}, "postmark:hunter2", Delivery{body, basic("postmark:hunter3")}, "Authorization: the Basic credentials"},
-		{"basic, missing", Signature{Scheme: SchemeBasic}, "postmark:hunter2", Delivery{body, http.Header{}}, "Authorization: missing"},
-		{"hmac", hmacSig, "s3cret", Delivery{body, hmacHeader("s3cret")}, ""},
-		{"hmac, other secret", hmacSig, "s3cret", Delivery{body, hmacHeader("other")}, "X-Hub-Signature-256: does not match"},
-		{"hmac, no prefix", hmacSig, "s3cret", Delivery{body, http.Header{"X-Hub-Signature-256": {"abc"}}}, `X-Hub-Signature-256: must start with "sha256="`},
+			stripeSig("whsec_old", now, body).Get("Stripe-Signature") + "," + strings.Split(stripeSig("whsec_test", now, body).Get("Stripe-Signature"), ",")[1]}}}, "", ""},
+		{"stripe, missing", Signature{Scheme: SchemeStripe}, "whsec_test", Delivery{body, http.Header{}}, "Stripe-Signature: missing", ""},
+		{"stripe, other secret", Signature{Scheme: SchemeStripe}, "whsec_test", Delivery{body, stripeSig("whsec_other", now, body)}, "Stripe-Signature: does not match", ""},
+		{"stripe, body changed", Signature{Scheme: SchemeStripe}, "whsec_test", Delivery{append([]byte(" "), body...), stripeSig("whsec_test", now, body)}, "Stripe-Signature: does not match", ""},
+		{"stripe, stale", Signature{Scheme: SchemeStripe}, "whsec_test", Delivery{body, stripeSig("whsec_test", stale, body)}, "Stripe-Signature: timestamp", ""},
+		{"stripe, malformed", Signature{Scheme: SchemeStripe}, "whsec_test", Delivery{body, http.Header{"Stripe-Signature": {"v1=abc"}}}, "Stripe-Signature: must be", ""},
+		{"sendgrid", Signature{Scheme: SchemeSendGrid}, sgPublic, Delivery{body, sendGridSig(sgKey, now, body)}, "", ""},
+		{"sendgrid, other key", Signature{Scheme: SchemeSendGrid}, sgPublic, Delivery{body, sendGridSig(otherKey, now, body)}, sendGridSignatureHeader + ": does not match", ""},
+		{"sendgrid, stale", Signature{Scheme: SchemeSendGrid}, sgPublic, Delivery{body, sendGridSig(sgKey, stale, body)}, sendGridTimestampHeader + ": timestamp", ""},
+		{"sendgrid, missing", Signature{Scheme: SchemeSendGrid}, sgPublic, Delivery{body, http.Header{}}, sendGridSignatureHeader + ": missing", ""},
+		{"mailgun", Signature{Scheme: SchemeMailgun}, "key-signing", Delivery{mailgunBody("key-signing", now), nil}, "", mailgunToken},
+		{"mailgun, other key", Signature{Scheme: SchemeMailgun}, "key-signing", Delivery{mailgunBody("key-other", now), nil}, "signature.signature: does not match", ""},
+		{"mailgun, stale", Signature{Scheme: SchemeMailgun}, "key-signing", Delivery{mailgunBody("key-signing", stale), nil}, "signature.timestamp: timestamp", ""},
+		{"mailgun, unsigned", Signature{Scheme: SchemeMailgun}, "key-signing", Delivery{[]byte(`{"event-data": {}}`), nil}, "signature.signature: missing", ""},
+		{"basic", Signature{Scheme: SchemeBasic}, "postmark:hunter2", Delivery{body, basic("postmark:hunter2")}, "", ""},
+		{"basic, password only", Signature{Scheme: SchemeBasic}, "hunter2", Delivery{body, basic("anyone:hunter2")}, "", ""},
+		{"basic, wrong", Signature{Scheme: SchemeBasic}, "postmark:hunter2", Delivery{body, basic("postmark:hunter3")}, "Authorization: the Basic credentials", ""},
+		{"basic, missing", Signature{Scheme: SchemeBasic}, "postmark:hunter2", Delivery{body, http.Header{}}, "Authorization: missing", ""},
+		{"hmac", hmacSig, "s3cret", Delivery{body, hmacHeader("s3cret")}, "", ""},
+		{"hmac, other secret", hmacSig, "s3cret", Delivery{body, hmacHeader("other")}, "X-Hub-Signature-256: does not match", ""},
+		{"hmac, no prefix", hmacSig, "s3cret", Delivery{body, http.Header{"X-Hub-Signature-256": {"abc"}}}, `X-Hub-Signature-256: must start with "sha256="`, ""},
+		{"hmac of fields", fieldSig, "s3cret", Delivery{fieldBody("s3cret", now, "n-1"), nil}, "", replayKey(strconv.FormatInt(now.Unix(), 10), "n-1")},
+		{"hmac of fields, written as Mailgun's scheme", Signature{Scheme: SchemeHMAC, Field: "signature.signature",
+			SignedFields: []string{"signature.timestamp", "signature.token"}, Timestamp: "signature.timestamp", ReplayToken: "signature.token"},
+			"key-signing", Delivery{mailgunBody("key-signing", now), nil}, "", mailgunToken},
+		{"hmac of fields, other secret", fieldSig, "s3cret", Delivery{fieldBody("other", now, "n-1"), nil}, "auth.sig: does not match", ""},
+		{"hmac of fields, token changed", fieldSig, "s3cret", Delivery{bytes.Replace(fieldBody("s3cret", now, "n-1"), []byte(`"n-1"`), []byte(`"n-2"`), 1), nil},
+			"auth.sig: does not match", ""},
+		{"hmac of fields, stale", fieldSig, "s3cret", Delivery{fieldBody("s3cret", stale, "n-1"), nil}, "auth.ts: timestamp", ""},
+		{"hmac of fields, no token", fieldSig, "s3cret", Delivery{[]byte(`{"auth": {"ts": 1751292131, "sig": "00"}}`), nil}, "auth.nonce: missing", ""},
+		{"hmac of fields, not JSON", fieldSig, "s3cret", Delivery{[]byte(`nope`), nil}, "auth.sig: missing", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := tc.sig.Verify(tc.d, tc.secret, now, 5*time.Minute)
+			replay, err := tc.sig.Verify(tc.d, tc.secret, now, 5*time.Minute)
 			var se *SignatureError
 			switch {
 			case tc.want == "" && err != nil:
 				t.Errorf("got %v, want it verified", err)
 			case tc.want != "" && (!errors.As(err, &se) || !strings.HasPrefix(se.Error(), tc.want)):
 				t.Errorf("got %v, want a signature error starting %q", err, tc.want)
+			case tc.want == "" && replay.Token != tc.token:
+				t.Errorf("got replay token %q, want %q", replay.Token, tc.token)
+			case tc.token != "" && !replay.SignedAt.Equal(now):
+				t.Errorf("got signed at %s, want %s", replay.SignedAt, now)
 			}
 		})
 	}
