@@ -26,8 +26,8 @@ const faultRecovery = 5 * time.Second
 // TestPostgresFaults runs two serve processes on one PostgreSQL database,
 // four clients posting continuously through both and a live tail on each,
 // and meanwhile restarts PostgreSQL, terminates every backend of the
-// database (pg_terminate_backend, as an administrator or a failover does)
-// and stops it for 20 s. No answer is ever a 500 (only 200, or 503 with
+// database (pg_terminate_backend, as an administrator or a failover does),
+// stops it for 20 s, and freezes it (SIGSTOP) for 10 s. No answer is ever a 500 (only 200, or 503 with
 // Retry-After, which the clients retry as exporters do); both instances
 // write again within 5 s of the database being back; /healthz says
 // degraded while it is away; every acknowledged event is in the store
@@ -61,6 +61,7 @@ func TestPostgresFaults(t *testing.T) {
 	for c := range 4 {
 		clients.Go(func() { load.client(c, servers, stop) })
 	}
+	clients.Go(func() { load.reader(servers, stop) })
 
 	waitWrites := func(fault string, back time.Time) {
 		t.Helper()
@@ -106,10 +107,21 @@ func TestPostgresFaults(t *testing.T) {
 	}
 	waitWrites("20 s stop", time.Now())
 
+	// A frozen server (SIGSTOP: a hung machine, a paused container) keeps
+	// its connections open and answers nothing.
+	if err := cluster.Freeze(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Second) // the outage itself
+	if err := cluster.Thaw(); err != nil {
+		t.Fatal(err)
+	}
+	waitWrites("10 s SIGSTOP", time.Now())
+
 	close(stop)
 	clients.Wait()
 	load.mu.Lock()
-	t.Logf("%d requests: %d answered 200, %d answered 503; %d events acknowledged", load.requests, load.ok, load.unavailable, len(load.acked))
+	t.Logf("%d requests: %d answered 200, %d answered 503; %d events acknowledged; %d reads, %d answered 503", load.requests, load.ok, load.unavailable, len(load.acked), load.reads, load.readsUnavailable)
 	for _, e := range load.errors {
 		t.Error(e)
 	}
@@ -187,6 +199,41 @@ type faultLoad struct {
 	acked       map[string]bool
 	ackTimes    [2][]time.Time // when each instance answered a 200
 	errors      []string       // answers that must never happen
+
+	reads, readsUnavailable int
+}
+
+// reader reads the list of executions from the two instances in turn
+// until stop: 200, or 503 with Retry-After while the database is away,
+// never a 500.
+func (l *faultLoad) reader(servers []*durabilityServer, stop <-chan struct{}) {
+	httpc := &http.Client{Timeout: 30 * time.Second}
+	for n := 0; ; n++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		to := n % 2
+		resp, err := httpc.Get(servers[to].url + "/api/v1/executions?limit=5")
+		l.mu.Lock()
+		l.reads++
+		switch {
+		case err != nil:
+			l.errors = append(l.errors, fmt.Sprintf("reader to %s: %v", "AB"[to:to+1], err))
+		case resp.StatusCode == http.StatusOK:
+		case resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") != "":
+			l.readsUnavailable++
+		default:
+			data, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			l.errors = append(l.errors, fmt.Sprintf("reader to %s: got %d %s, want 200 or 503 with Retry-After", "AB"[to:to+1], resp.StatusCode, data))
+		}
+		l.mu.Unlock()
+		if resp != nil {
+			resp.Body.Close()
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // client posts batches of five attempt events, to the two instances in

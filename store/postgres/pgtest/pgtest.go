@@ -34,6 +34,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -248,6 +249,58 @@ func (c *Cluster) Resume() error {
 	if err != nil {
 		serverLog, _ := os.ReadFile(filepath.Join(c.dir, "log"))
 		return fmt.Errorf("pgtest: pg_ctl start: %w\n%s\n%s", err, out, serverLog)
+	}
+	return nil
+}
+
+// Freeze stops every process of a cluster Start started with SIGSTOP, as
+// a hung machine or a paused container would: connections stay open and
+// nothing answers. Thaw sends SIGCONT. Linux only (it reads /proc).
+func (c *Cluster) Freeze() error { return c.signalAll(syscall.SIGSTOP) }
+
+// Thaw resumes a cluster Freeze stopped.
+func (c *Cluster) Thaw() error { return c.signalAll(syscall.SIGCONT) }
+
+// signalAll signals the postmaster and every process it started.
+func (c *Cluster) signalAll(sig syscall.Signal) error {
+	if c.dir == "" {
+		return errors.New("pgtest: signals need a cluster started here, not " + EnvURL)
+	}
+	data, err := os.ReadFile(filepath.Join(c.dir, "data", "postmaster.pid"))
+	if err != nil {
+		return fmt.Errorf("pgtest: the postmaster's pid: %w", err)
+	}
+	first, _, _ := strings.Cut(string(data), "\n")
+	postmaster, err := strconv.Atoi(strings.TrimSpace(first))
+	if err != nil {
+		return fmt.Errorf("pgtest: postmaster.pid: %w", err)
+	}
+	pids := []int{postmaster}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return fmt.Errorf("pgtest: list processes: %w", err)
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so read after ')'.
+		_, rest, ok := strings.Cut(string(stat), ") ")
+		fields := strings.Fields(rest)
+		if ok && len(fields) > 1 && fields[1] == strconv.Itoa(postmaster) {
+			pids = append(pids, pid)
+		}
+	}
+	// The postmaster first on SIGSTOP, so that it starts no new child.
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("pgtest: kill -%d %d: %w", sig, pid, err)
+		}
 	}
 	return nil
 }
