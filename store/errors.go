@@ -23,13 +23,17 @@ const (
 	// ReasonBusy: another process held the database locked for longer
 	// than the engine waits (SQLite's SQLITE_BUSY after busy_timeout).
 	ReasonBusy = "database busy"
+	// ReasonStandby: the server is a read-only standby, as the old primary
+	// is after a failover; a new connection may reach the new primary
+	// (a multi-host URL with target_session_attrs=read-write).
+	ReasonStandby = "database is a read-only standby"
 )
 
 // Transient reports whether the cause usually passes by itself within
 // seconds (a lost connection, a lock), so that a write is worth retrying
 // at once, rather than only once someone frees space or fixes a file.
 func (e *UnwritableError) Transient() bool {
-	return e.Reason == ReasonUnreachable || e.Reason == ReasonBusy
+	return e.Reason == ReasonUnreachable || e.Reason == ReasonBusy || e.Reason == ReasonStandby
 }
 
 // UnwritableError is a write the database refused for a cause outside the

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -129,5 +130,66 @@ func TestWriterBusyFromAnotherProcess(t *testing.T) {
 	}
 	if h := db.WriteHealth(); !h.OK {
 		t.Fatalf("health after the lock: got %+v, want ok", h)
+	}
+}
+
+// TestWriterLeavesAStandby: after a failover the old primary takes
+// connections but refuses writes (read_only_sql_transaction). That passes
+// (a 503, not a 507): the writer drops the connection, and the next one,
+// here to the same server made writable again, commits.
+func TestWriterLeavesAStandby(t *testing.T) {
+	if engine != "postgres" {
+		t.Skip("PostgreSQL only")
+	}
+	ctx := context.Background()
+	db := openEngine(t)
+	defer db.Close()
+	insert := func(id string) error {
+		return db.Update(ctx, func(tx *store.Tx) error {
+			ev, err := ingest.ParseEvent(fmt.Appendf(nil, `{"type":"execution","id":%q,"execution_id":"standby","name":"standby"}`, id), ingest.DefaultLimits)
+			if err != nil {
+				return err
+			}
+			_, err = tx.InsertEvents([]trace.Event{ev}, time.Now())
+			return err
+		})
+	}
+	admin, err := sql.Open(rawDriver(db))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	var name string
+	if err := admin.QueryRowContext(ctx, `SELECT current_database()`).Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	exec := func(q string) {
+		t.Helper()
+		if _, err := admin.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// New sessions are read-only, as on a standby; the writer's session is
+	// cut so that it opens one.
+	exec(`ALTER DATABASE "` + name + `" SET default_transaction_read_only = on`)
+	exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`)
+	var ue *store.UnwritableError
+	var reasons []string
+	for range 3 {
+		if err := insert("refused"); errors.As(err, &ue) {
+			reasons = append(reasons, ue.Reason)
+			if ue.Reason == store.ReasonStandby {
+				break
+			}
+		} else {
+			t.Fatalf("a write to a read-only server: got %v, want an UnwritableError", err)
+		}
+	}
+	if !slices.Contains(reasons, store.ReasonStandby) || !ue.Transient() {
+		t.Fatalf("reasons: got %q, want %q, which passes", reasons, store.ReasonStandby)
+	}
+	exec(`ALTER DATABASE "` + name + `" SET default_transaction_read_only = off`)
+	if err := insert("after"); err != nil {
+		t.Fatalf("the write after the server took writes again: got %v, want a new connection to commit", err)
 	}
 }

@@ -59,10 +59,11 @@ func discard(c *sql.Conn) {
 
 // connectionLost reports whether err says the writer's connection is gone
 // (the database restarted, terminated the backend, or the network was
-// cut), so that the connection must be replaced before the next write.
+// cut) or leads to a standby, so that the connection must be replaced
+// before the next write.
 func connectionLost(err error) bool {
 	ue, ok := Unwritable(err)
-	return ok && ue.Reason == ReasonUnreachable
+	return ok && (ue.Reason == ReasonUnreachable || ue.Reason == ReasonStandby)
 }
 
 // errNoWriter is a failure to open the writer's connection: the database

@@ -174,8 +174,8 @@ func (e *engine) Unwritable(err error) (string, bool) {
 		return store.ReasonUnreachable, true
 	case "53100": // disk_full
 		return store.ReasonDiskFull, true
-	case "25006": // read_only_sql_transaction: a standby, or default_transaction_read_only
-		return store.ReasonReadOnly, true
+	case "25006": // read_only_sql_transaction: a standby (after a failover), or default_transaction_read_only
+		return store.ReasonStandby, true
 	case "58030": // io_error
 		return store.ReasonIO, true
 	}
