@@ -27,16 +27,7 @@ func TestWriterReconnectsAfterTheBackendIsTerminated(t *testing.T) {
 	ctx := context.Background()
 	db := openEngine(t)
 	defer db.Close()
-	insert := func(id string) error {
-		return db.Update(ctx, func(tx *store.Tx) error {
-			ev, err := ingest.ParseEvent(fmt.Appendf(nil, `{"type":"execution","id":%q,"execution_id":"reconnect","name":"reconnect"}`, id), ingest.DefaultLimits)
-			if err != nil {
-				return err
-			}
-			_, err = tx.InsertEvents([]trace.Event{ev}, time.Now())
-			return err
-		})
-	}
+	insert := func(id string) error { return insertExecutionEvent(db, "reconnect", id) }
 	if err := insert("before"); err != nil {
 		t.Fatal(err)
 	}
@@ -104,16 +95,7 @@ func TestWriterBusyFromAnotherProcess(t *testing.T) {
 	if _, err := conn.ExecContext(ctx, `BEGIN IMMEDIATE`); err != nil {
 		t.Fatal(err)
 	}
-	insert := func(id string) error {
-		return db.Update(ctx, func(tx *store.Tx) error {
-			ev, err := ingest.ParseEvent(fmt.Appendf(nil, `{"type":"execution","id":%q,"execution_id":"busy","name":"busy"}`, id), ingest.DefaultLimits)
-			if err != nil {
-				return err
-			}
-			_, err = tx.InsertEvents([]trace.Event{ev}, time.Now())
-			return err
-		})
-	}
+	insert := func(id string) error { return insertExecutionEvent(db, "busy", id) }
 	err = insert("held")
 	var ue *store.UnwritableError
 	if !errors.As(err, &ue) || ue.Reason != store.ReasonBusy || !ue.Transient() {
@@ -144,16 +126,7 @@ func TestWriterLeavesAStandby(t *testing.T) {
 	ctx := context.Background()
 	db := openEngine(t)
 	defer db.Close()
-	insert := func(id string) error {
-		return db.Update(ctx, func(tx *store.Tx) error {
-			ev, err := ingest.ParseEvent(fmt.Appendf(nil, `{"type":"execution","id":%q,"execution_id":"standby","name":"standby"}`, id), ingest.DefaultLimits)
-			if err != nil {
-				return err
-			}
-			_, err = tx.InsertEvents([]trace.Event{ev}, time.Now())
-			return err
-		})
-	}
+	insert := func(id string) error { return insertExecutionEvent(db, "standby", id) }
 	admin, err := sql.Open(rawDriver(db))
 	if err != nil {
 		t.Fatal(err)
@@ -192,4 +165,17 @@ func TestWriterLeavesAStandby(t *testing.T) {
 	if err := insert("after"); err != nil {
 		t.Fatalf("the write after the server took writes again: got %v, want a new connection to commit", err)
 	}
+}
+
+// insertExecutionEvent writes one execution event in a transaction of its
+// own.
+func insertExecutionEvent(db *store.DB, execution, id string) error {
+	return db.Update(context.Background(), func(tx *store.Tx) error {
+		ev, err := ingest.ParseEvent(fmt.Appendf(nil, `{"type":"execution","id":%q,"execution_id":%q,"name":%q}`, id, execution, execution), ingest.DefaultLimits)
+		if err != nil {
+			return err
+		}
+		_, err = tx.InsertEvents([]trace.Event{ev}, time.Now())
+		return err
+	})
 }
