@@ -68,10 +68,13 @@ func enginesFlags(args []string) (enginesConfig, error) {
 }
 
 // engineTarget makes a fresh database of one engine for a run: a SQLite
-// file, or a PostgreSQL database dropped afterwards.
+// file, or a PostgreSQL database dropped afterwards. instances servers
+// share it (0 is 1): the clients' requests go to them in turn, as behind
+// a round-robin load balancer.
 type engineTarget struct {
-	name string
-	make func(run int) (target string, drop func() error, err error)
+	name      string
+	instances int
+	make      func(run int) (target string, drop func() error, err error)
 }
 
 // engineResult is one engine's figures, a value per run or per request.
@@ -96,9 +99,11 @@ func runEngines(c enginesConfig, dir string, out io.Writer) error {
 		defer cluster.Stop()
 		defer stopOnSignal(cluster)()
 		fmt.Fprintf(out, "PostgreSQL: %s\n", about)
-		targets = append(targets, engineTarget{name: "PostgreSQL", make: func(run int) (string, func() error, error) {
+		newDatabase := func(run int) (string, func() error, error) {
 			return cluster.CreateDatabase(fmt.Sprintf("oncebench_%d_%d_%d", os.Getpid(), run, time.Now().UnixNano()%1e6))
-		}})
+		}
+		targets = append(targets, engineTarget{name: "PostgreSQL", make: newDatabase},
+			engineTarget{name: "PostgreSQL, 2 instances", instances: 2, make: newDatabase})
 	}
 
 	streams := generate(c.events, c.clients, 4)
@@ -177,7 +182,7 @@ func stopOnSignal(cluster *pgtest.Cluster) (done func()) {
 func engineRun(c enginesConfig, run int, targets []engineTarget, order []int, native, otlpBodies [][][]byte,
 	executions, customers []string, results []engineResult) error {
 	ctx := context.Background()
-	servers := make([]*server, len(targets))
+	servers := make([][]*server, len(targets))
 	for i, t := range targets {
 		target, drop, err := t.make(run)
 		if err != nil {
@@ -188,12 +193,14 @@ func engineRun(c enginesConfig, run int, targets []engineTarget, order []int, na
 				fmt.Fprintln(os.Stderr, "oncebench engines:", err)
 			}
 		}()
-		srv, err := startServer(ctx, target, c.sync, true, 1024)
-		if err != nil {
-			return fmt.Errorf("%s: %w", t.name, err)
+		for range max(1, t.instances) {
+			srv, err := startServer(ctx, target, c.sync, true, 1024)
+			if err != nil {
+				return fmt.Errorf("%s: %w", t.name, err)
+			}
+			defer srv.Close()
+			servers[i] = append(servers[i], srv)
 		}
-		defer srv.Close()
-		servers[i] = srv
 	}
 	client := keepAliveClient(c.clients, 2*time.Minute)
 	defer client.CloseIdleConnections()
@@ -211,7 +218,7 @@ func engineRun(c enginesConfig, run int, targets []engineTarget, order []int, na
 		}
 		r.otlp = append(r.otlp, spansRate)
 		stored := 0
-		if err := srv.db.ExportEvents(ctx, func(int64, []byte) error { stored++; return nil }); err != nil {
+		if err := srv[0].db.ExportEvents(ctx, func(int64, []byte) error { stored++; return nil }); err != nil {
 			return err
 		}
 		if want := c.events + c.spans; stored != want {
@@ -233,7 +240,7 @@ func engineRun(c enginesConfig, run int, targets []engineTarget, order []int, na
 		}
 		for _, p := range pages {
 			for _, i := range order {
-				took, err := getPage(client, "http://"+servers[i].addr+p.path, p.want)
+				took, err := getPage(client, "http://"+servers[i][0].addr+p.path, p.want)
 				if err != nil {
 					return fmt.Errorf("%s: %w", targets[i].name, err)
 				}
@@ -247,11 +254,11 @@ func engineRun(c enginesConfig, run int, targets []engineTarget, order []int, na
 
 // postNative has each client post its bodies in order and returns events
 // a second, from the first request to the last answer.
-func postNative(client *http.Client, srv *server, clients [][][]byte, want int) (float64, error) {
+func postNative(client *http.Client, servers []*server, clients [][][]byte, want int) (float64, error) {
 	var accepted atomic.Int64
-	endpoint := "http://" + srv.addr + "/api/v1/events"
+	endpoint := roundRobin(servers, "/api/v1/events")
 	elapsed, _, err := postConcurrently(clients, func(body []byte) error {
-		data, err := post(client, endpoint, "application/json", false, body)
+		data, err := post(client, endpoint(), "application/json", false, body)
 		if err != nil {
 			return err
 		}
@@ -275,10 +282,10 @@ func postNative(client *http.Client, srv *server, clients [][][]byte, want int) 
 
 // postOTLPJSON posts OTLP JSON requests as an SDK's exporter would and
 // returns spans a second.
-func postOTLPJSON(client *http.Client, srv *server, clients [][][]byte, spans int) (float64, error) {
-	endpoint := "http://" + srv.addr + "/v1/traces"
+func postOTLPJSON(client *http.Client, servers []*server, clients [][][]byte, spans int) (float64, error) {
+	endpoint := roundRobin(servers, "/v1/traces")
 	elapsed, _, err := postConcurrently(clients, func(body []byte) error {
-		data, err := post(client, endpoint, "application/json", false, body)
+		data, err := post(client, endpoint(), "application/json", false, body)
 		if err != nil {
 			return err
 		}
@@ -295,6 +302,15 @@ func postOTLPJSON(client *http.Client, srv *server, clients [][][]byte, spans in
 		return 0, err
 	}
 	return float64(spans) / elapsed.Seconds(), nil
+}
+
+// roundRobin returns the URL of path on each server in turn, as a
+// round-robin load balancer sends requests.
+func roundRobin(servers []*server, path string) func() string {
+	var n atomic.Int64
+	return func() string {
+		return "http://" + servers[int(n.Add(1)-1)%len(servers)].addr + path
+	}
 }
 
 // otlpJSONRequests builds each client's OTLP JSON bodies: framework-shaped
@@ -379,10 +395,14 @@ func printEngines(out io.Writer, targets []engineTarget, results []engineResult)
 	for i, t := range targets {
 		row(t.name, results[i])
 	}
-	if len(targets) == 2 {
-		s, p := results[0], results[1]
+	if len(targets) == 3 {
+		s, p, p2 := results[0], results[1], results[2]
 		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", "PostgreSQL / SQLite", median(p.native)/median(s.native), median(p.otlp)/median(s.otlp),
 			ratioOf(p.list, s.list), ratioOf(p.execution, s.execution), ratioOf(p.searchPages, s.searchPages))
+		// Write scaling: what a second instance adds (1.00: nothing, as
+		// long as every commit takes the database-wide lock).
+		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", "PostgreSQL 2 instances / 1", median(p2.native)/median(p.native), median(p2.otlp)/median(p.otlp),
+			ratioOf(p2.list, p.list), ratioOf(p2.execution, p.execution), ratioOf(p2.searchPages, p.searchPages))
 	}
 	tw.Flush()
 	fmt.Fprintln(out, "\ningest: median of the runs; pages: median of every request over the runs, to the end of the body; search: the list filtered by a customer label")

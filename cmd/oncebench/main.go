@@ -6,7 +6,7 @@
 //	oncebench ingest [flags]  native ingest over HTTP against the raw SQLite ceiling, group commit on against off
 //	oncebench otlp [flags]    OTLP/HTTP ingest of protobuf span batches
 //	oncebench live [flags]    ingest with and without 1,000 live WebSocket readers, and their delivery latency
-//	oncebench engines [flags] SQLite against PostgreSQL (a throwaway cluster, or -postgres URL): ingest and page times
+//	oncebench engines [flags] SQLite against PostgreSQL (a throwaway cluster, or -postgres URL): ingest and page times, and what a second instance on the same database adds
 //	oncebench all [-quick]    the four in order
 //	oncebench search [flags]  search time at 10,000 and 1,000,000 events (minutes; not part of all)
 //	oncebench reads [flags]   every read at 10k, 100k (and -million: 1M) executions, and the ratio (minutes; not part of all)
@@ -31,7 +31,7 @@ var suites = []struct {
 		suite("ingest", "ingest", ingestFlags, runIngest)},
 	{"otlp", "OTLP/HTTP ingest of protobuf span batches", suite("otlp", "OTLP ingest", otlpFlags, runOTLP)},
 	{"live", "ingest with and without 1,000 live WebSocket readers, and their delivery latency", suite("live", "live delivery", liveFlags, runLive)},
-	{"engines", "SQLite against PostgreSQL: ingest and page times, the same load on each", suite("engines", "SQLite against PostgreSQL", enginesFlags, runEngines)},
+	{"engines", "SQLite against PostgreSQL, and two instances on one PostgreSQL database: ingest and page times, the same load on each", suite("engines", "SQLite against PostgreSQL", enginesFlags, runEngines)},
 }
 
 // standalone suites run only when named: building their database takes
