@@ -20,8 +20,8 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/oncetrace/oncetrace/ingest"
-	"github.com/oncetrace/oncetrace/ingest/outbox"
-	"github.com/oncetrace/oncetrace/ingest/outbox/smtpsink"
+	"github.com/oncetrace/oncetrace/ingest/feed"
+	"github.com/oncetrace/oncetrace/ingest/feed/smtpsink"
 	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/store/sqlite"
@@ -59,7 +59,7 @@ func startMailServer(t *testing.T) *mailServer {
 		srv.ServeHTTP(w, r)
 	}))
 	sink := smtpsink.New(smtpsink.Config{
-		Recorder: outbox.WriterRecorder{Writer: ingestWriter, Limits: ingest.DefaultLimits, Feed: smtpsink.Feed},
+		Recorder: feed.WriterRecorder{Writer: ingestWriter, Limits: ingest.DefaultLimits, Feed: smtpsink.Feed},
 		Messages: db, Limits: ingest.DefaultLimits, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
