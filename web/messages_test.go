@@ -41,6 +41,15 @@ type mailServer struct {
 	canary []string
 }
 
+// storedMessages keeps the sink's messages in the database, as serve's
+// own adapter does (the sink does not import the store).
+type storedMessages struct{ db *store.DB }
+
+func (s storedMessages) PutMessage(ctx context.Context, m smtpsink.Received) error {
+	return s.db.PutMessage(ctx, store.Message{Provider: m.Provider, EffectID: m.EffectID, From: m.From,
+		Recipients: m.Recipients, ReceivedAt: m.ReceivedAt, Raw: m.Raw})
+}
+
 func startMailServer(t *testing.T) *mailServer {
 	t.Helper()
 	db, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "oncetrace.db"), sqlite.SyncNormal)
@@ -60,7 +69,7 @@ func startMailServer(t *testing.T) *mailServer {
 	}))
 	sink := smtpsink.New(smtpsink.Config{
 		Recorder: feed.WriterRecorder{Writer: ingestWriter, Limits: ingest.DefaultLimits, Feed: smtpsink.Feed},
-		Messages: db, Limits: ingest.DefaultLimits, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Messages: storedMessages{db}, Limits: ingest.DefaultLimits, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

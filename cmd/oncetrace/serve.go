@@ -281,7 +281,7 @@ func runServe(args []string) error {
 		}
 		cfg := c.smtp
 		cfg.Recorder = feed.WriterRecorder{Writer: ingestWriter, Limits: c.limits, Feed: smtpsink.Feed}
-		cfg.Messages, cfg.Limits, cfg.Token, cfg.Logger = db, c.limits, c.token, logger
+		cfg.Messages, cfg.Limits, cfg.Token, cfg.Logger = storedMessages{db}, c.limits, c.token, logger
 		sink = smtpsink.New(cfg)
 		logger.Info("oncetrace SMTP sink", "addr", smtpLn.Addr().String(), "auth", c.token != "")
 		go func() { serveErr <- sink.Serve(smtpLn) }()
@@ -380,4 +380,13 @@ func (w *logWriter) Write(p []byte) (int, error) {
 		w.logger.Info(line)
 	}
 	return len(p), nil
+}
+
+// storedMessages keeps the SMTP sink's messages in the database, for the
+// UI: the sink, a feed, does not import the store.
+type storedMessages struct{ db *store.DB }
+
+func (s storedMessages) PutMessage(ctx context.Context, m smtpsink.Received) error {
+	return s.db.PutMessage(ctx, store.Message{Provider: m.Provider, EffectID: m.EffectID, From: m.From,
+		Recipients: m.Recipients, ReceivedAt: m.ReceivedAt, Raw: m.Raw})
 }

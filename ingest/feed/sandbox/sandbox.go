@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/oncetrace/oncetrace/ingest/feed"
-	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 )
 
@@ -306,7 +305,7 @@ func (s *Sandbox) deliver(ctx context.Context, msg Message, key string, entry *L
 			}
 			s.cfg.Logger.Error("sandbox: recording the effect failed; not sending", "err", err)
 			retry := "1"
-			if errors.Is(err, store.ErrUnwritable) {
+			if unwritable(err) {
 				retry = "5" // as the native API's 507 (web/health.go)
 			}
 			return http.StatusServiceUnavailable, errorBody("api_error", "could not record the delivery; nothing was sent: %v", err),
@@ -481,4 +480,13 @@ func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	w.Write(body)
+}
+
+// unwritable reports whether err is the database refusing writes for a
+// while (a full disk, a lost connection: store.UnwritableError). The
+// sandbox, a feed, does not import the store, so it knows that error by
+// the method it alone has.
+func unwritable(err error) bool {
+	var refusal interface{ Transient() bool }
+	return errors.As(err, &refusal)
 }

@@ -963,3 +963,41 @@ func TestEffectsCarryTheMailFingerprint(t *testing.T) {
 		t.Errorf("findings: got %+v, want one critical duplicate_effect naming the two emails to jordan", run.Findings)
 	}
 }
+
+// failingRecorder refuses every effect with err.
+type failingRecorder struct{ err error }
+
+func (r failingRecorder) RecordEffect(context.Context, trace.Effect) error { return r.err }
+
+// TestRecordFailureTellsWhenToRetry: a delivery that cannot be recorded is
+// not sent, and the answer says how long to wait as the native API does:
+// longer when the database refuses writes (the store's UnwritableError,
+// which the sandbox recognises without importing the store).
+func TestRecordFailureTellsWhenToRetry(t *testing.T) {
+	diskFull := &store.UnwritableError{Reason: store.ReasonDiskFull, Err: errors.New("database or disk is full")}
+	for _, tc := range []struct {
+		name       string
+		err        error
+		status     int
+		retryAfter string
+	}{
+		{"database full", fmt.Errorf("writer: %w", diskFull), http.StatusServiceUnavailable, "5"},
+		{"writer busy", writer.ErrOverloaded, http.StatusServiceUnavailable, "1"},
+		{"rejected", fmt.Errorf("sandbox effect: %w: too long", feed.ErrRejected), http.StatusBadRequest, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			box := sandbox.New(sandbox.Config{Recorder: failingRecorder{tc.err}, Logger: slog.New(slog.DiscardHandler)})
+			ts := httptest.NewServer(http.HandlerFunc(box.ServeSend))
+			t.Cleanup(ts.Close)
+			body, _ := json.Marshal(invoice)
+			resp, err := ts.Client().Post(ts.URL+"/sandbox/mail/v1/send", "application/json", bytes.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if got := resp.Header.Get("Retry-After"); resp.StatusCode != tc.status || got != tc.retryAfter {
+				t.Errorf("got %d with Retry-After %q, want %d with %q", resp.StatusCode, got, tc.status, tc.retryAfter)
+			}
+		})
+	}
+}

@@ -22,7 +22,6 @@ import (
 
 	"github.com/oncetrace/oncetrace/ingest"
 	"github.com/oncetrace/oncetrace/ingest/feed"
-	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 )
 
@@ -66,9 +65,21 @@ const (
 	MaxPathBytes = 256
 )
 
-// MessageStore keeps the messages received, for the UI.
+// MessageStore keeps the messages received, for the UI. The sink, a feed,
+// does not import the store: cmd/oncetrace hands it one that does.
 type MessageStore interface {
-	PutMessage(ctx context.Context, m store.Message) error
+	PutMessage(ctx context.Context, m Received) error
+}
+
+// Received is a message as the sink accepted it, under the effect it
+// recorded.
+type Received struct {
+	Provider   string
+	EffectID   string
+	From       string   // the envelope sender (MAIL FROM)
+	Recipients []string // the envelope recipients (RCPT TO)
+	ReceivedAt time.Time
+	Raw        []byte // the message as received, headers and body
 }
 
 // Config is what the sink needs; cmd/oncetrace fills it from flags.
@@ -380,7 +391,7 @@ func (s *Sink) receive(r io.Reader, from string, rcpts []string) error {
 		return errRetry
 	}
 	if s.cfg.Messages != nil {
-		m := store.Message{Provider: e.Provider, EffectID: e.ID, From: from, Recipients: rcpts, ReceivedAt: at, Raw: raw}
+		m := Received{Provider: e.Provider, EffectID: e.ID, From: from, Recipients: rcpts, ReceivedAt: at, Raw: raw}
 		if err := s.cfg.Messages.PutMessage(ctx, m); err != nil {
 			s.cfg.Logger.Error("smtp: cannot keep a message; the client is told to retry", "effect_id", e.ID, "err", err)
 			return errRetry

@@ -33,6 +33,15 @@ type sinkServer struct {
 	db   *store.DB
 }
 
+// storedMessages keeps the sink's messages in the database, as serve's
+// own adapter does (the sink does not import the store).
+type storedMessages struct{ db *store.DB }
+
+func (s storedMessages) PutMessage(ctx context.Context, m smtpsink.Received) error {
+	return s.db.PutMessage(ctx, store.Message{Provider: m.Provider, EffectID: m.EffectID, From: m.From,
+		Recipients: m.Recipients, ReceivedAt: m.ReceivedAt, Raw: m.Raw})
+}
+
 func startSink(t *testing.T, cfg smtpsink.Config) *sinkServer {
 	t.Helper()
 	db, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "oncetrace.db"), sqlite.SyncNormal)
@@ -46,7 +55,7 @@ func startSink(t *testing.T, cfg smtpsink.Config) *sinkServer {
 	} else {
 		cfg.Recorder = recorder
 	}
-	cfg.Messages = db
+	cfg.Messages = storedMessages{db}
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
