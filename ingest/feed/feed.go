@@ -1,8 +1,3 @@
-// Package outbox is what every outbox feed shares: the sandbox, the
-// recording proxy, provider webhooks and the SMTP sink record what a
-// provider did as an effect, with the W3C trace context of the request
-// that caused it read the same way, and store it through ingest like any
-// other event. It does no HTTP serving of its own.
 package feed
 
 import (

@@ -14,4 +14,8 @@
 //
 // It relays nothing: no message leaves the machine. It does not render
 // HTML or serve HTTP; the web package shows messages.
+//
+// It is a feed (package feed): it must not import the store or web. It keeps
+// messages through a MessageStore, which cmd/oncetrace adapts to the
+// database.
 package smtpsink

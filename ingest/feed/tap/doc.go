@@ -10,4 +10,8 @@
 // the client a 504 without cancelling the request: an effect the upstream
 // makes later is still recorded. It reads no flags
 // and no environment, and stores nothing itself: effects go to a Recorder.
+//
+// It is a feed (package feed): it must not import the store or web.
+// cmd/oncetrace runs it, alone (oncetrace tap, recording over HTTP) or
+// beside the server (serve --tap, recording through the writer).
 package tap

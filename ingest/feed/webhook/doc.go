@@ -9,4 +9,6 @@
 // It is pure: a payload, its headers and a mapping give effects or an error
 // naming the payload's field (or the signature's header). It serves no
 // HTTP and stores nothing; web's handler does both.
+//
+// It is a feed (package feed): it must not import the store or web.
 package webhook
