@@ -54,7 +54,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseEvent$$' -fuzztime $(FUZZTIME) ./ingest
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./ingest
 	$(GO) test -run '^$$' -fuzz '^FuzzMapOTLP$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./ingest
-	$(GO) test -run '^$$' -fuzz '^FuzzReadMessage$$' -fuzztime $(FUZZTIME) ./ingest/outbox/smtpsink
+	$(GO) test -run '^$$' -fuzz '^FuzzReadMessage$$' -fuzztime $(FUZZTIME) ./ingest/feed/smtpsink
 
 ## bench: ingest throughput over HTTP against the raw SQLite ceiling, OTLP ingest throughput, ingest with and without 1,000 live readers and their latency, SQLite against PostgreSQL (ingest and pages), and Go benchmarks
 bench:

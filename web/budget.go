@@ -7,7 +7,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/oncetrace/oncetrace/ingest"
-	"github.com/oncetrace/oncetrace/web/sandbox"
+	"github.com/oncetrace/oncetrace/ingest/feed/sandbox"
 )
 
 // Every handler that reads a body reads it within the decode budget

@@ -18,12 +18,12 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/oncetrace/oncetrace/ingest"
+	"github.com/oncetrace/oncetrace/ingest/feed/sandbox"
 	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store/sqlite"
 	"github.com/oncetrace/oncetrace/trace"
 	"github.com/oncetrace/oncetrace/views"
 	"github.com/oncetrace/oncetrace/web"
-	"github.com/oncetrace/oncetrace/web/sandbox"
 )
 
 var docShots = flag.Bool("docshots", false, "write docs/img/otlp-<framework>.png from the frameworks' naive fixtures (needs Chromium)")

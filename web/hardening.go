@@ -11,7 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/oncetrace/oncetrace/web/sandbox"
+	"github.com/oncetrace/oncetrace/ingest/feed/sandbox"
 )
 
 // What a page on another site, or a page whose name was rebound to this

@@ -32,7 +32,7 @@ const (
 	readLimit    = 4096 // clients only answer pings
 )
 
-type feed struct {
+type liveFeed struct {
 	s        *Server
 	sub      *Subscription // nil for a feed that only reads back (the /live page)
 	filter   LiveFilter
@@ -53,7 +53,7 @@ type feed struct {
 // from the hub's recent messages when it still holds all of them, else
 // from the store, after subscribing (so nothing committed in between is
 // lost); duplicates are skipped by sequence.
-func (s *Server) openFeed(filter LiveFilter, after int64, resume bool) (*feed, error) {
+func (s *Server) openFeed(filter LiveFilter, after int64, resume bool) (*liveFeed, error) {
 	from := int64(-1)
 	if resume {
 		from = after
@@ -62,16 +62,16 @@ func (s *Server) openFeed(filter LiveFilter, after int64, resume bool) (*feed, e
 	if sub == nil {
 		return nil, errors.New("live: server shutting down")
 	}
-	f := &feed{s: s, sub: sub, filter: filter, last: after, caughtUp: !resume || covered, backlog: recent,
+	f := &liveFeed{s: s, sub: sub, filter: filter, last: after, caughtUp: !resume || covered, backlog: recent,
 		names: map[string]string{}}
 	return f, nil
 }
 
-func (f *feed) close() { f.s.hub.Unsubscribe(f.sub) }
+func (f *liveFeed) close() { f.s.hub.Unsubscribe(f.sub) }
 
 // more reports that next has a message at hand without waiting (one the
 // name filter may still turn down).
-func (f *feed) more() bool {
+func (f *liveFeed) more() bool {
 	if len(f.pending) > 0 || len(f.queue) > 0 || (f.sub != nil && f.sub.queued()) {
 		return true
 	}
@@ -90,7 +90,7 @@ func (f *feed) more() bool {
 // encoding and gathering of what it returns — happens inside unit (when
 // not nil), which it finishes before it waits; without a unit, what it
 // takes counts as written at once.
-func (f *feed) next(ctx context.Context, tick <-chan time.Time, unit *deliveryUnit) (*liveItem, bool, error) {
+func (f *liveFeed) next(ctx context.Context, tick <-chan time.Time, unit *deliveryUnit) (*liveItem, bool, error) {
 	begin := func() {
 		if unit != nil {
 			unit.begin()
@@ -167,7 +167,7 @@ func (f *feed) next(ctx context.Context, tick <-chan time.Time, unit *deliveryUn
 	}
 }
 
-func (f *feed) handedOut(it *liveItem) {
+func (f *liveFeed) handedOut(it *liveItem) {
 	if it.msg.Type == "event" {
 		f.handed = it.msg.Seq
 	}
@@ -178,7 +178,7 @@ func (f *feed) handedOut(it *liveItem) {
 // soon rather than first take more of what it is behind on. Its sequence
 // number is the last one handed out, or, when nothing read back waits, the
 // last one passed over too (the filters turned the rest down).
-func (f *feed) dropped() *liveItem {
+func (f *liveFeed) dropped() *liveItem {
 	seq := f.last
 	if len(f.pending) > 0 {
 		seq = f.handed
@@ -189,7 +189,7 @@ func (f *feed) dropped() *liveItem {
 
 // accept decides whether this feed hands out it: an event once, in
 // sequence order, when the filters select it.
-func (f *feed) accept(ctx context.Context, it *liveItem) (bool, error) {
+func (f *liveFeed) accept(ctx context.Context, it *liveItem) (bool, error) {
 	m := it.msg
 	if m.Type == "event" {
 		if m.Seq <= f.last {
@@ -207,7 +207,7 @@ func (f *feed) accept(ctx context.Context, it *liveItem) (bool, error) {
 // messages once it holds all of them, else from the store. Recent
 // messages are accepted as they are handed out, except by a feed without
 // a subscription (a page reading back), which takes them all at once.
-func (f *feed) backfill(ctx context.Context) error {
+func (f *liveFeed) backfill(ctx context.Context) error {
 	if recent, covered := f.s.hub.recentAfter(f.last); covered {
 		f.caughtUp = true
 		if f.sub != nil {
@@ -264,7 +264,7 @@ func (f *feed) backfill(ctx context.Context) error {
 }
 
 // wanted applies the name filter, which needs the execution's name.
-func (f *feed) wanted(ctx context.Context, m LiveMessage) (bool, error) {
+func (f *liveFeed) wanted(ctx context.Context, m LiveMessage) (bool, error) {
 	if f.filter.Name == "" || m.ExecutionID == "" {
 		return f.filter.Name == "", nil
 	}

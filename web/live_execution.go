@@ -22,7 +22,7 @@ const (
 // execution is re-audited, and every second while it runs, it renders the
 // page's fragments with the page's own components and pushes the HTML.
 // When the execution ends it pushes the last state and "end".
-func (s *Server) pushExecution(ctx context.Context, conn *websocket.Conn, f *feed) {
+func (s *Server) pushExecution(ctx context.Context, conn *websocket.Conn, f *liveFeed) {
 	id := f.filter.ExecutionID
 	tick := time.NewTicker(liveRerenderEvery)
 	defer tick.Stop()

@@ -20,8 +20,8 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/oncetrace/oncetrace/ingest"
-	"github.com/oncetrace/oncetrace/ingest/outbox"
-	"github.com/oncetrace/oncetrace/ingest/outbox/smtpsink"
+	"github.com/oncetrace/oncetrace/ingest/feed"
+	"github.com/oncetrace/oncetrace/ingest/feed/smtpsink"
 	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/store/sqlite"
@@ -39,6 +39,15 @@ type mailServer struct {
 
 	mu     sync.Mutex
 	canary []string
+}
+
+// storedMessages keeps the sink's messages in the database, as serve's
+// own adapter does (the sink does not import the store).
+type storedMessages struct{ db *store.DB }
+
+func (s storedMessages) PutMessage(ctx context.Context, m smtpsink.Received) error {
+	return s.db.PutMessage(ctx, store.Message{Provider: m.Provider, EffectID: m.EffectID, From: m.From,
+		Recipients: m.Recipients, ReceivedAt: m.ReceivedAt, Raw: m.Raw})
 }
 
 func startMailServer(t *testing.T) *mailServer {
@@ -59,8 +68,8 @@ func startMailServer(t *testing.T) *mailServer {
 		srv.ServeHTTP(w, r)
 	}))
 	sink := smtpsink.New(smtpsink.Config{
-		Recorder: outbox.WriterRecorder{Writer: ingestWriter, Limits: ingest.DefaultLimits, Feed: smtpsink.Feed},
-		Messages: db, Limits: ingest.DefaultLimits, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Recorder: feed.WriterRecorder{Writer: ingestWriter, Limits: ingest.DefaultLimits, Feed: smtpsink.Feed},
+		Messages: storedMessages{db}, Limits: ingest.DefaultLimits, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

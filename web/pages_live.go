@@ -32,7 +32,7 @@ func (s *Server) handleLivePage(c echo.Context) error {
 	if !filter.FindingsOnly {
 		// The newest rows matching the filter, read back through the same
 		// feed a live client gets, from a little before the end.
-		f := &feed{s: s, filter: filter, last: max(0, last-liveCap*5), names: map[string]string{}}
+		f := &liveFeed{s: s, filter: filter, last: max(0, last-liveCap*5), names: map[string]string{}}
 		for !f.caughtUp {
 			if err := f.backfill(ctx); err != nil {
 				return err

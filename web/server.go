@@ -12,13 +12,13 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/oncetrace/oncetrace/ingest"
-	"github.com/oncetrace/oncetrace/ingest/outbox"
+	"github.com/oncetrace/oncetrace/ingest/feed"
+	"github.com/oncetrace/oncetrace/ingest/feed/sandbox"
 	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/static"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 	"github.com/oncetrace/oncetrace/views"
-	"github.com/oncetrace/oncetrace/web/sandbox"
 )
 
 // Config is what the server needs; cmd/oncetrace fills it from flags.
@@ -98,7 +98,7 @@ func New(cfg Config) *Server {
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
-	cfg.Sandbox.Recorder = outbox.WriterRecorder{Writer: cfg.Writer, Limits: cfg.Limits, Feed: "sandbox"}
+	cfg.Sandbox.Recorder = feed.WriterRecorder{Writer: cfg.Writer, Limits: cfg.Limits, Feed: "sandbox"}
 	if cfg.Sandbox.Logger == nil {
 		cfg.Sandbox.Logger = cfg.Logger
 	}

@@ -16,8 +16,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/oncetrace/oncetrace/ingest"
-	"github.com/oncetrace/oncetrace/ingest/outbox"
-	"github.com/oncetrace/oncetrace/ingest/outbox/webhook"
+	"github.com/oncetrace/oncetrace/ingest/feed"
+	"github.com/oncetrace/oncetrace/ingest/feed/webhook"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 )
@@ -162,7 +162,7 @@ func (s *Server) handleWebhook(c echo.Context) error {
 	}
 	events := make([]trace.Event, 0, len(res.Effects))
 	for _, e := range res.Effects {
-		ev, err := outbox.EffectEvent(webhookFeed, e.Effect, s.cfg.Limits)
+		ev, err := feed.EffectEvent(webhookFeed, e.Effect, s.cfg.Limits)
 		if err != nil {
 			return &ingest.RequestError{Status: http.StatusBadRequest, Msg: payloadProblem(e, err)}
 		}

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/oncetrace/oncetrace/ingest"
-	"github.com/oncetrace/oncetrace/web/sandbox"
+	"github.com/oncetrace/oncetrace/ingest/feed/sandbox"
 )
 
 // chaos runs a user's agent command under fault injection, one fault at

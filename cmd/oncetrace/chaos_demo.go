@@ -16,8 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/oncetrace/oncetrace/ingest/feed/sandbox"
 	"github.com/oncetrace/oncetrace/trace"
-	"github.com/oncetrace/oncetrace/web/sandbox"
 )
 
 // chaosDemoVariants are the demo agent's variants chaos --demo runs: the

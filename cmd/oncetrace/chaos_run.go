@@ -23,15 +23,15 @@ import (
 	"time"
 
 	"github.com/oncetrace/oncetrace/ingest"
-	"github.com/oncetrace/oncetrace/ingest/outbox"
+	"github.com/oncetrace/oncetrace/ingest/feed"
+	"github.com/oncetrace/oncetrace/ingest/feed/sandbox"
+	"github.com/oncetrace/oncetrace/ingest/feed/tap"
 	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/store/sqlite"
 	"github.com/oncetrace/oncetrace/trace"
 	"github.com/oncetrace/oncetrace/views"
 	"github.com/oncetrace/oncetrace/web"
-	"github.com/oncetrace/oncetrace/web/sandbox"
-	"github.com/oncetrace/oncetrace/web/tap"
 )
 
 // chaosRunner runs the command once per run, each run with proxies and,
@@ -149,7 +149,7 @@ type chaosStriker struct {
 
 func (s *chaosStriker) strike(upstream string) func(*http.Request) []sandbox.Fault {
 	return func(r *http.Request) []sandbox.Fault {
-		traceID, spanID := outbox.TraceContext(r.Header)
+		traceID, spanID := feed.TraceContext(r.Header)
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		s.requests = append(s.requests, chaosRequest{upstream: upstream, method: r.Method, path: r.URL.Path, traceID: traceID, spanID: spanID,
@@ -171,7 +171,7 @@ func (s *chaosStriker) seen() []chaosRequest {
 // each on the run's server. The count is the verdict's: it does not
 // depend on the server.
 type chaosRecorder struct {
-	next   outbox.Recorder
+	next   feed.Recorder
 	logger *slog.Logger
 
 	mu       sync.Mutex
@@ -180,7 +180,7 @@ type chaosRecorder struct {
 	failed   int64
 }
 
-func (r *chaosRecorder) Record(ctx context.Context, e trace.Effect) (outbox.Outcome, error) {
+func (r *chaosRecorder) Record(ctx context.Context, e trace.Effect) (feed.Outcome, error) {
 	r.mu.Lock()
 	r.ids[e.ID] = true
 	r.mu.Unlock()
@@ -191,18 +191,18 @@ func (r *chaosRecorder) Record(ctx context.Context, e trace.Effect) (outbox.Outc
 		r.mu.Lock()
 		r.failed++
 		r.mu.Unlock()
-		return outbox.Dropped, err
+		return feed.Dropped, err
 	}
 	r.mu.Lock()
 	r.recorded++
 	r.mu.Unlock()
-	return outbox.Recorded, nil
+	return feed.Recorded, nil
 }
 
-func (r *chaosRecorder) Counts() outbox.Counts {
+func (r *chaosRecorder) Counts() feed.Counts {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return outbox.Counts{Recorded: r.recorded, Dropped: r.failed}
+	return feed.Counts{Recorded: r.recorded, Dropped: r.failed}
 }
 
 func (r *chaosRecorder) effects() int {
@@ -305,7 +305,7 @@ func (c *chaosRunner) env(label, server string, proxies []*chaosProxy) []string 
 	return append(env, "OTEL_EXPORTER_OTLP_ENDPOINT="+server, "ONCETRACE_URL="+server, "ONCETRACE_CHAOS_RUN="+label)
 }
 
-func (c *chaosRunner) startProxy(u chaosUpstream, striker *chaosStriker, next outbox.Recorder) (*chaosProxy, error) {
+func (c *chaosRunner) startProxy(u chaosUpstream, striker *chaosStriker, next feed.Recorder) (*chaosProxy, error) {
 	rec := &chaosRecorder{next: next, logger: c.logger, ids: map[string]bool{}}
 	tp, err := tap.New(tap.Config{Upstream: u.url, Provider: u.provider(), Strike: striker.strike(u.name), Recorder: rec,
 		HoldLimit: 2 * c.o.timeout, Logger: c.logger})
@@ -393,7 +393,7 @@ func (t *tailBuffer) String() string {
 // embedded one on the run's own database, or --server.
 type chaosServer struct {
 	url      string
-	recorder outbox.Recorder
+	recorder feed.Recorder
 	// The embedded server's parts; nil with --server.
 	db     *store.DB
 	path   string
@@ -405,7 +405,7 @@ type chaosServer struct {
 
 func (c *chaosRunner) startServer(ctx context.Context, label string) (*chaosServer, error) {
 	if c.o.server != "" {
-		return &chaosServer{url: c.o.server, recorder: outbox.HTTPRecorder{Server: c.o.server, Token: c.o.token, Feed: tap.Feed, Client: c.client}}, nil
+		return &chaosServer{url: c.o.server, recorder: feed.HTTPRecorder{Server: c.o.server, Token: c.o.token, Feed: tap.Feed, Client: c.client}}, nil
 	}
 	path := filepath.Join(c.dir, label+".db")
 	db, err := sqlite.Open(ctx, path, sqlite.SyncNormal)
@@ -423,7 +423,7 @@ func (c *chaosRunner) startServer(ctx context.Context, label string) (*chaosServ
 		return nil, fmt.Errorf("chaos: run %s: %w", label, err)
 	}
 	s := &chaosServer{url: "http://" + ln.Addr().String(), db: db, path: path, writer: w, web: srv, served: make(chan struct{}),
-		recorder: outbox.WriterRecorder{Writer: w, Limits: ingest.DefaultLimits, Feed: tap.Feed},
+		recorder: feed.WriterRecorder{Writer: w, Limits: ingest.DefaultLimits, Feed: tap.Feed},
 		http:     &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(c.logger.Handler(), slog.LevelWarn)}}
 	go func() {
 		defer close(s.served)

@@ -16,8 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/oncetrace/oncetrace/ingest/feed/sandbox"
 	"github.com/oncetrace/oncetrace/views"
-	"github.com/oncetrace/oncetrace/web/sandbox"
 )
 
 // scenario switches the agent's safety mechanisms and failures.

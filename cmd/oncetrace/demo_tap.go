@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/oncetrace/oncetrace/ingest"
-	"github.com/oncetrace/oncetrace/ingest/outbox"
-	"github.com/oncetrace/oncetrace/web/sandbox"
-	"github.com/oncetrace/oncetrace/web/tap"
+	"github.com/oncetrace/oncetrace/ingest/feed"
+	"github.com/oncetrace/oncetrace/ingest/feed/sandbox"
+	"github.com/oncetrace/oncetrace/ingest/feed/tap"
 )
 
 // demoTap is the recording proxy of `demo --via tap`: the agent sends its
@@ -45,7 +45,7 @@ func startDemoTap(o demoOptions) (*demoTap, error) {
 		limits: defaultTapLimits}
 	// Only trouble is worth a line among the demo's own.
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	r, err := launchTap(opts, outbox.HTTPRecorder{Server: o.server, Token: o.token, Feed: tap.Feed}, ingest.DefaultLimits, logger)
+	r, err := launchTap(opts, feed.HTTPRecorder{Server: o.server, Token: o.token, Feed: tap.Feed}, ingest.DefaultLimits, logger)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("demo: --via tap: %w", err)

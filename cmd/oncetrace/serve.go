@@ -14,15 +14,15 @@ import (
 	"time"
 
 	"github.com/oncetrace/oncetrace/ingest"
-	"github.com/oncetrace/oncetrace/ingest/outbox"
-	"github.com/oncetrace/oncetrace/ingest/outbox/smtpsink"
+	"github.com/oncetrace/oncetrace/ingest/feed"
+	"github.com/oncetrace/oncetrace/ingest/feed/sandbox"
+	"github.com/oncetrace/oncetrace/ingest/feed/smtpsink"
+	"github.com/oncetrace/oncetrace/ingest/feed/tap"
 	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/store/sqlite"
 	"github.com/oncetrace/oncetrace/trace"
 	"github.com/oncetrace/oncetrace/web"
-	"github.com/oncetrace/oncetrace/web/sandbox"
-	"github.com/oncetrace/oncetrace/web/tap"
 )
 
 type serveConfig struct {
@@ -280,14 +280,14 @@ func runServe(args []string) error {
 			return fmt.Errorf("serve: --smtp: %w", err)
 		}
 		cfg := c.smtp
-		cfg.Recorder = outbox.WriterRecorder{Writer: ingestWriter, Limits: c.limits, Feed: smtpsink.Feed}
-		cfg.Messages, cfg.Limits, cfg.Token, cfg.Logger = db, c.limits, c.token, logger
+		cfg.Recorder = feed.WriterRecorder{Writer: ingestWriter, Limits: c.limits, Feed: smtpsink.Feed}
+		cfg.Messages, cfg.Limits, cfg.Token, cfg.Logger = storedMessages{db}, c.limits, c.token, logger
 		sink = smtpsink.New(cfg)
 		logger.Info("oncetrace SMTP sink", "addr", smtpLn.Addr().String(), "auth", c.token != "")
 		go func() { serveErr <- sink.Serve(smtpLn) }()
 	}
 	// The recording proxies record through the same writer, so they stop before it.
-	taps, err := startServeTaps(c.taps, c.db, c.fingerprintIgnore, c.tapLimits, outbox.WriterRecorder{Writer: ingestWriter, Limits: c.limits, Feed: tap.Feed}, c.limits, logger)
+	taps, err := startServeTaps(c.taps, c.db, c.fingerprintIgnore, c.tapLimits, feed.WriterRecorder{Writer: ingestWriter, Limits: c.limits, Feed: tap.Feed}, c.limits, logger)
 	if err != nil {
 		httpServer.Close()
 		otlpServer.Close()
@@ -380,4 +380,13 @@ func (w *logWriter) Write(p []byte) (int, error) {
 		w.logger.Info(line)
 	}
 	return len(p), nil
+}
+
+// storedMessages keeps the SMTP sink's messages in the database, for the
+// UI: the sink, a feed, does not import the store.
+type storedMessages struct{ db *store.DB }
+
+func (s storedMessages) PutMessage(ctx context.Context, m smtpsink.Received) error {
+	return s.db.PutMessage(ctx, store.Message{Provider: m.Provider, EffectID: m.EffectID, From: m.From,
+		Recipients: m.Recipients, ReceivedAt: m.ReceivedAt, Raw: m.Raw})
 }

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/oncetrace/oncetrace/ingest/alert"
 	"github.com/oncetrace/oncetrace/ingest/writer"
+	"github.com/oncetrace/oncetrace/ingest/writer/alert"
 	"github.com/oncetrace/oncetrace/views"
 	"github.com/oncetrace/oncetrace/web"
 )

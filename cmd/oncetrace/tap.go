@@ -18,9 +18,9 @@ import (
 	"time"
 
 	"github.com/oncetrace/oncetrace/ingest"
-	"github.com/oncetrace/oncetrace/ingest/outbox"
-	"github.com/oncetrace/oncetrace/web/sandbox"
-	"github.com/oncetrace/oncetrace/web/tap"
+	"github.com/oncetrace/oncetrace/ingest/feed"
+	"github.com/oncetrace/oncetrace/ingest/feed/sandbox"
+	"github.com/oncetrace/oncetrace/ingest/feed/tap"
 )
 
 // tapOptions configure one recording proxy, standalone or inside serve.
@@ -123,7 +123,7 @@ const fingerprintIgnoreEnv = "ONCETRACE_FINGERPRINT_IGNORE"
 // fingerprintIgnore is --fingerprint-ignore PROVIDER=field1,field2
 // (repeatable) added to ONCETRACE_FINGERPRINT_IGNORE: the request fields a
 // provider's taps leave out of effect fingerprints besides
-// outbox.DefaultFingerprintIgnore.
+// feed.DefaultFingerprintIgnore.
 type fingerprintIgnore map[string][]string
 
 // register reads the environment variable, then adds each flag.
@@ -138,7 +138,7 @@ func (f *fingerprintIgnore) register(fs *flag.FlagSet) error {
 }
 
 func (f fingerprintIgnore) add(v string) error {
-	m, err := outbox.ParseFingerprintIgnore(v)
+	m, err := feed.ParseFingerprintIgnore(v)
 	for provider, fields := range m {
 		f[provider] = append(f[provider], fields...)
 	}
@@ -187,7 +187,7 @@ func tapFlags(args []string) (tapOptions, error) {
 	})
 	unsafe := fs.String("unsafe-methods", strings.Join(tap.DefaultUnsafeMethods, ","), "methods whose 2xx answers are effects (comma-separated)")
 	fs.StringVar(&o.queueDir, "queue-dir", envOr("ONCETRACE_TAP_QUEUE_DIR", ""), "where effects wait while the server cannot take them (default: the user cache directory's oncetrace/tap-queue/PROVIDER) (env ONCETRACE_TAP_QUEUE_DIR)")
-	fs.Int64Var(&o.queueMaxBytes, "queue-max-bytes", outbox.DefaultQueueBytes, "the queue's cap; when full, the oldest effects are dropped and counted")
+	fs.Int64Var(&o.queueMaxBytes, "queue-max-bytes", feed.DefaultQueueBytes, "the queue's cap; when full, the oldest effects are dropped and counted")
 	fs.Int64Var(&o.maxPeekBytes, "max-peek-bytes", tap.DefaultMaxPeekBytes, "how much of each request and response body the tap reads for the fields; longer bodies pass through whole, unread")
 	fs.DurationVar(&o.recordTimeout, "record-timeout", 5*time.Second, "how long a response waits for its effect to be recorded before the effect is queued instead")
 	o.limits.register(fs)
@@ -259,8 +259,8 @@ func safeDirName(s string) string {
 // recorder, and the queue they share; stop ends all three.
 type runningTap struct {
 	tap      *tap.Tap
-	recorder *outbox.QueuedRecorder
-	queue    *outbox.Queue
+	recorder *feed.QueuedRecorder
+	queue    *feed.Queue
 	server   *http.Server
 	url      string
 	served   chan error
@@ -270,12 +270,12 @@ type runningTap struct {
 
 // launchTap starts a tap on o.listen, recording through next and keeping
 // what fails in o.queueDir.
-func launchTap(o tapOptions, next outbox.Recorder, limits ingest.Limits, logger *slog.Logger) (*runningTap, error) {
-	q, err := outbox.OpenQueue(o.queueDir, o.queueMaxBytes)
+func launchTap(o tapOptions, next feed.Recorder, limits ingest.Limits, logger *slog.Logger) (*runningTap, error) {
+	q, err := feed.OpenQueue(o.queueDir, o.queueMaxBytes)
 	if err != nil {
 		return nil, fmt.Errorf("tap %s: %w", o.provider, err)
 	}
-	rec := outbox.NewQueuedRecorder(next, q, outbox.QueuedConfig{Feed: tap.Feed, Limits: limits, Timeout: o.recordTimeout, Logger: logger})
+	rec := feed.NewQueuedRecorder(next, q, feed.QueuedConfig{Feed: tap.Feed, Limits: limits, Timeout: o.recordTimeout, Logger: logger})
 	tp, err := tap.New(tap.Config{Upstream: o.upstream, Provider: o.provider, UnsafeMethods: o.unsafeMethods, EffectIDField: o.effectIDField,
 		EffectIDHeaders: o.effectIDHeaders, TargetField: o.targetField, KeyHeaders: o.keyHeaders, MaxPeekBytes: o.maxPeekBytes, Faults: o.faults, Recorder: rec, Logger: logger,
 		FingerprintIgnore: o.fingerprintIgnore[o.provider], Redact: o.redact,
@@ -342,7 +342,7 @@ func runTap(args []string) error {
 	if err := serverAnswers(ctx, o.server); err != nil {
 		logger.Warn("tap: the oncetrace server does not answer; effects will wait in the queue until it does", "server", o.server, "err", err)
 	}
-	next := outbox.HTTPRecorder{Server: o.server, Token: o.token, Feed: tap.Feed, Client: &http.Client{}}
+	next := feed.HTTPRecorder{Server: o.server, Token: o.token, Feed: tap.Feed, Client: &http.Client{}}
 	r, err := launchTap(o, next, ingest.DefaultLimits, logger)
 	if err != nil {
 		return err
@@ -416,7 +416,7 @@ type serveTaps []*runningTap
 // server's own writer (next); each queues what fails beside the database,
 // in DB-tap-queue/NAME. Their effect summaries hide what
 // ingestLimits.Redact names.
-func startServeTaps(specs []serveTapSpec, db string, ignore fingerprintIgnore, limits tapLimits, next outbox.Recorder, ingestLimits ingest.Limits, logger *slog.Logger) (serveTaps, error) {
+func startServeTaps(specs []serveTapSpec, db string, ignore fingerprintIgnore, limits tapLimits, next feed.Recorder, ingestLimits ingest.Limits, logger *slog.Logger) (serveTaps, error) {
 	var taps serveTaps
 	names := make([]string, len(specs))
 	for i, s := range specs {
@@ -425,7 +425,7 @@ func startServeTaps(specs []serveTapSpec, db string, ignore fingerprintIgnore, l
 	ignore.warnUnused(logger, names...)
 	for _, s := range specs {
 		o := tapOptions{listen: s.listen, upstream: s.upstream, provider: s.name, unsafeMethods: tap.DefaultUnsafeMethods,
-			keyHeaders: tap.DefaultKeyHeaders, queueDir: filepath.Join(db+"-tap-queue", s.name), queueMaxBytes: outbox.DefaultQueueBytes,
+			keyHeaders: tap.DefaultKeyHeaders, queueDir: filepath.Join(db+"-tap-queue", s.name), queueMaxBytes: feed.DefaultQueueBytes,
 			maxPeekBytes: tap.DefaultMaxPeekBytes, recordTimeout: 5 * time.Second, fingerprintIgnore: ignore, redact: ingestLimits.Redact, limits: limits}
 		r, err := launchTap(o, next, ingestLimits, logger)
 		if err != nil {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/oncetrace/oncetrace/ingest/outbox/webhook"
+	"github.com/oncetrace/oncetrace/ingest/feed/webhook"
 	"github.com/oncetrace/oncetrace/web"
 )
 

@@ -4,5 +4,6 @@
 // entities they touched and re-audits the executions they can change. It
 // also re-audits after a prune (Reaudit). Events reach it already decoded
 // and validated by package ingest; it must not decode wire formats, nor
-// know about HTTP or HTML.
+// know about HTTP or HTML: it must not import web, nor the feeds that
+// write through it (ingest/feed/…).
 package writer
