@@ -570,6 +570,34 @@ func (t *Tx) ExecutionsOfTraces(traces []string) ([]string, error) {
 		UNION SELECT execution_id FROM spans WHERE trace_id IN `+inList, jsonList(traces), jsonList(traces))
 }
 
+// ExecutionsByTrace returns, for each of the traces that has any, the
+// executions whose attempts or spans came from it: what ExecutionsOfTraces
+// answers, told apart by trace, in one query for a commit's traces.
+func (t *Tx) ExecutionsByTrace(traces []string) (map[string][]string, error) {
+	out := map[string][]string{}
+	if len(traces) == 0 {
+		return out, nil
+	}
+	rows, err := t.QueryContext(t.ctx, `SELECT trace_id, execution_id FROM attempts WHERE trace_id IN `+inList+`
+		UNION SELECT trace_id, execution_id FROM spans WHERE trace_id IN `+inList+`
+		ORDER BY 1, 2`, jsonList(traces), jsonList(traces))
+	if err != nil {
+		return nil, fmt.Errorf("store: executions of traces: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var traceID, executionID string
+		if err := rows.Scan(&traceID, &executionID); err != nil {
+			return nil, fmt.Errorf("store: executions of traces: %w", err)
+		}
+		out[traceID] = append(out[traceID], executionID)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: executions of traces: %w", err)
+	}
+	return out, nil
+}
+
 // PutEffect stores an effect's folded fields, keeping its match state.
 func (t *Tx) PutEffect(f trace.Effect) error {
 	// sort_at is at for the outbox's order (0 when unknown, never NULL);
