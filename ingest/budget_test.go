@@ -33,7 +33,11 @@ func TestDecodeBudgetWaitsThenRefuses(t *testing.T) {
 	if got := b.InUse(); got != 80 {
 		t.Errorf("in use after a refusal: got %d, want 80", got)
 	}
-	// Freed while a request waits: it gets its share.
+	held.Release()
+	// Freed while a request waits: it gets its share. A budget that lets
+	// it wait long enough to be seen waiting, however loaded the machine.
+	b = ingest.NewDecodeBudget(100, time.Minute)
+	held, _ = b.Reserve(ctx, 80)
 	got := make(chan error, 1)
 	go func() {
 		r, err := b.Reserve(ctx, 30)
@@ -44,7 +48,7 @@ func TestDecodeBudgetWaitsThenRefuses(t *testing.T) {
 		}
 		got <- err
 	}()
-	time.Sleep(10 * time.Millisecond)
+	waitForWaiters(t, b, 1)
 	held.Release()
 	held.Release() // a second release gives nothing back twice
 	if err := <-got; err != nil {
@@ -67,16 +71,15 @@ func TestDecodeBudgetWaitsThenRefuses(t *testing.T) {
 // ones arriving after it; and one that gives up lets those behind it in.
 func TestDecodeBudgetServesInOrder(t *testing.T) {
 	ctx := context.Background()
-	b := ingest.NewDecodeBudget(100, 300*time.Millisecond)
+	b := ingest.NewDecodeBudget(100, time.Minute)
 	held, _ := b.Reserve(ctx, 60)
 	var mu sync.Mutex
 	var order []string
 	var wg sync.WaitGroup
-	want := func(name string, n int64, after time.Duration) {
+	want := func(name string, n int64) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			time.Sleep(after)
 			r, err := b.Reserve(ctx, n)
 			if err != nil {
 				mu.Lock()
@@ -87,13 +90,13 @@ func TestDecodeBudgetServesInOrder(t *testing.T) {
 			mu.Lock()
 			order = append(order, name)
 			mu.Unlock()
-			time.Sleep(20 * time.Millisecond)
 			r.Release()
 		}()
 	}
-	want("large", 70, 0)                   // waits: only 40 free
-	want("small", 40, 20*time.Millisecond) // would fit, but arrives behind large
-	time.Sleep(60 * time.Millisecond)
+	want("large", 70) // waits: only 40 free
+	waitForWaiters(t, b, 1)
+	want("small", 40) // would fit, but arrives behind large
+	waitForWaiters(t, b, 2)
 	mu.Lock()
 	if len(order) != 0 {
 		t.Errorf("before the release: got %v served, want none (small waits behind large)", order)
@@ -105,25 +108,38 @@ func TestDecodeBudgetServesInOrder(t *testing.T) {
 		t.Errorf("order: got %v, want large then small", order)
 	}
 
-	// A waiter that gives up unblocks those queued behind it.
-	held, _ = b.Reserve(ctx, 60)
-	defer held.Release()
-	short := ingest.NewDecodeBudget(100, 50*time.Millisecond)
-	blocker, _ := short.Reserve(ctx, 60)
+	// A waiter that gives up (here its client leaves; at the end of its
+	// wait it leaves the same way) unblocks those queued behind it.
+	blocker, _ := b.Reserve(ctx, 60)
 	defer blocker.Release()
-	done := make(chan error, 2)
-	go func() { _, err := short.Reserve(ctx, 70); done <- err }() // gives up after 50ms
-	time.Sleep(10 * time.Millisecond)
+	largeCtx, leave := context.WithCancel(ctx)
+	largeDone, smallDone := make(chan error, 1), make(chan error, 1)
+	go func() { _, err := b.Reserve(largeCtx, 70); largeDone <- err }()
+	waitForWaiters(t, b, 1)
 	go func() {
-		r, err := short.Reserve(ctx, 30)
+		r, err := b.Reserve(ctx, 30)
 		if err == nil {
 			r.Release()
 		}
-		done <- err
+		smallDone <- err
 	}()
-	first, second := <-done, <-done
-	if !errors.Is(first, ingest.ErrDecodeBusy) || second != nil {
-		t.Errorf("after the large waiter gave up: got %v then %v, want ErrDecodeBusy then the small one served", first, second)
+	waitForWaiters(t, b, 2)
+	leave()
+	if err := <-largeDone; !errors.Is(err, ingest.ErrDecodeBusy) {
+		t.Errorf("the large waiter that left: got %v, want ErrDecodeBusy", err)
+	}
+	if err := <-smallDone; err != nil {
+		t.Errorf("the small waiter behind it: got %v, want it served", err)
+	}
+}
+
+// waitForWaiters polls until n requests wait for a share of the budget.
+func waitForWaiters(t *testing.T, b *ingest.DecodeBudget, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); b.Waiting() != n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting requests: got %d after 10s, want %d", b.Waiting(), n)
+		}
 	}
 }
 

@@ -14,7 +14,7 @@ import (
 )
 
 // fuzzSeeds are added with f.Add besides the corpus in testdata/fuzz: every
-// event type, the edges of each field, and the DESIGN.md history.
+// event type, the edges of each field, and the README's history.
 var fuzzSeeds = append([]string{
 	`{"type":"execution","execution_id":"x"}`,
 	`{"type":"execution","execution_id":"x","labels":{"a":"1","b":""},"status":"failed","started_at":0,"ended_at":1.5}`,

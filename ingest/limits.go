@@ -31,7 +31,7 @@ type Limits struct {
 	Redact *Redactor
 }
 
-// DefaultLimits are DESIGN.md's limits.
+// DefaultLimits are the limits docs/api.md ("Limits") lists as defaults.
 var DefaultLimits = Limits{
 	BodyBytes:     8 << 20,
 	Events:        5000,

@@ -17,14 +17,14 @@ import (
 )
 
 // OTLP spans are mapped onto oncetrace's events as docs/otlp.md says. Each
-// span first gets one role (DESIGN.md, "OpenTelemetry without hand
-// instrumentation"): the execution root, a tool call, a model call, an HTTP
-// client call, or context; oncetrace.* attributes always win. Each span
-// then becomes a native event with an id made of its trace and span ids, so
-// a re-exported span is a duplicate and the same validation, merge rules
-// and audit apply as to native ingest. Nothing here depends on which other
-// spans share the export request, except inheritance of the execution id:
-// spans of one run arrive in several requests.
+// span first gets one role (docs/otlp.md, "Roles"): the execution root, a
+// tool call, a model call, an HTTP client call, or context; oncetrace.*
+// attributes always win. Each span then becomes a native event with an id
+// made of its trace and span ids, so a re-exported span is a duplicate and
+// the same validation, merge rules and audit apply as to native ingest.
+// Nothing here depends on which other spans share the export request, except
+// inheritance of the execution id: spans of one run arrive in several
+// requests.
 
 // OTLPResult is what mapping one export request gave.
 type OTLPResult struct {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -53,6 +54,36 @@ func TestRebuildRederivesEveryExecutionOnce(t *testing.T) {
 	}
 	if rebuilt, err := writer.Rebuild(ctx, db, trace.DefaultConfig, nil); err != nil || rebuilt {
 		t.Fatalf("second Rebuild: rebuilt %v, %v; want nothing", rebuilt, err)
+	}
+}
+
+// TestRebuildRefusesANewerDerivation: a database a newer binary derived
+// is refused with both versions named, and neither its rows nor its
+// version are touched.
+func TestRebuildRefusesANewerDerivation(t *testing.T) {
+	ctx := context.Background()
+	db, w := openDB(t)
+	write(t, w, map[string]any{"type": "attempt", "execution_id": "exec_a", "step_id": "s", "attempt": 1,
+		"started_at": stamp(base), "ended_at": stamp(base), "outcome": "ok"})
+	newer := trace.DerivationVersion + 1
+	if err := db.SetDerivationVersion(ctx, newer); err != nil {
+		t.Fatal(err)
+	}
+	before := derivedSnapshot(t, db)
+	calls := 0
+	rebuilt, err := writer.Rebuild(ctx, db, trace.DefaultConfig, func(int, int) { calls++ })
+	refused, ok := errors.AsType[*writer.NewerDerivationError](err)
+	if !ok || rebuilt || calls != 0 {
+		t.Fatalf("Rebuild of a newer database: rebuilt %v, %d progress calls, %v; want a *NewerDerivationError", rebuilt, calls, err)
+	}
+	if refused.Stored != newer || refused.Binary != trace.DerivationVersion {
+		t.Errorf("refusal names %d and %d, want %d (stored) and %d (binary)", refused.Stored, refused.Binary, newer, trace.DerivationVersion)
+	}
+	if v, _ := db.DerivationVersion(ctx); v != newer {
+		t.Errorf("after the refusal: version %d, want %d still", v, newer)
+	}
+	if after := derivedSnapshot(t, db); after != before {
+		t.Errorf("after the refusal the derived rows changed:\ngot  %s\nwant %s", after, before)
 	}
 }
 

@@ -353,7 +353,7 @@ func effects(ctx context.Context, q querier, f EffectFilter) ([]EffectRow, strin
 	}
 	if f.State != "" {
 		// The rank lets a state's page seek in effects_outbox.
-		where, args = append(where, "state_rank = ? AND state = ?"), append(args, effectStateRank(f.State), string(f.State))
+		where, args = append(where, "state_rank = ? AND state = ?"), append(args, f.State.OutboxRank(), string(f.State))
 	}
 	if f.ExecutionID != "" {
 		where, args = append(where, "execution_id = ?"), append(args, f.ExecutionID)
@@ -415,19 +415,6 @@ func effects(ctx context.Context, q querier, f EffectFilter) ([]EffectRow, strin
 		next = encodeEffectCursor(ranks[limit-1], last.Provider, effectSortAt(last.At), last.ID)
 	}
 	return out, next, nil
-}
-
-// effectStateRank is the outbox's order of states, stored as
-// effects.state_rank with every state written: duplicates, then orphans,
-// then the rest.
-func effectStateRank(s trace.MatchState) int {
-	switch s {
-	case trace.MatchDuplicate:
-		return 0
-	case trace.MatchOrphan:
-		return 1
-	}
-	return 2
 }
 
 // effectSortAt is effects.sort_at: the effect's time, 0 when unknown, so

@@ -45,6 +45,27 @@ const (
 	MatchOrphan    MatchState = "orphan"    // no attempt of any execution matches it
 )
 
+// The states' two orders, kept here and nowhere else.
+//
+// OutboxRank is a state's place in the outbox: duplicates first, then
+// orphans, then the rest (matched, or no state yet). The stores keep it
+// beside the state (effects.state_rank; the migration that added the
+// column wrote this order, and a new row's default is an orphan's), so a
+// state's page seeks in an index.
+func (s MatchState) OutboxRank() int {
+	switch s {
+	case MatchDuplicate:
+		return 0
+	case MatchOrphan:
+		return 1
+	}
+	return 2
+}
+
+// matchPrecedence is WorseState's order: a duplicate anywhere beats
+// matched anywhere, which beats orphan, which beats no state.
+var matchPrecedence = map[MatchState]int{"": 0, MatchOrphan: 1, MatchMatched: 2, MatchDuplicate: 3}
+
 // World is a whole database's worth of traces, for audits that see
 // everything at once (the CLI, tests).
 type World struct {

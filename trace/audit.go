@@ -10,7 +10,7 @@ const (
 	SeverityWarning  Severity = "warning"
 )
 
-// Rule names an audit rule (DESIGN.md, "The audit").
+// Rule names an audit rule (docs/audit.md, "Rules").
 type Rule string
 
 const (

@@ -252,8 +252,7 @@ func effectStates(stepEffects map[string][]Effect, unattributed []Effect) map[Ef
 // duplicate anywhere is a duplicate, matched anywhere beats orphan, so the
 // result does not depend on which execution is judged last.
 func WorseState(a, b MatchState) MatchState {
-	rank := map[MatchState]int{"": 0, MatchOrphan: 1, MatchMatched: 2, MatchDuplicate: 3}
-	if rank[b] > rank[a] {
+	if matchPrecedence[b] > matchPrecedence[a] {
 		return b
 	}
 	return a

@@ -250,3 +250,28 @@ func TestNumberSpanAttempts(t *testing.T) {
 		}
 	}
 }
+
+// The states' two orders: the outbox lists duplicates, then orphans, then
+// the rest; WorseState lets a duplicate beat matched, matched beat orphan.
+func TestMatchStateOrders(t *testing.T) {
+	for _, c := range []struct {
+		state MatchState
+		rank  int
+	}{{MatchDuplicate, 0}, {MatchOrphan, 1}, {MatchMatched, 2}, {"", 2}} {
+		if got := c.state.OutboxRank(); got != c.rank {
+			t.Errorf("%q.OutboxRank(): got %d, want %d", c.state, got, c.rank)
+		}
+	}
+	for _, c := range []struct{ a, b, want MatchState }{
+		{"", MatchOrphan, MatchOrphan},
+		{MatchOrphan, MatchMatched, MatchMatched},
+		{MatchMatched, MatchOrphan, MatchMatched},
+		{MatchMatched, MatchDuplicate, MatchDuplicate},
+		{MatchDuplicate, MatchOrphan, MatchDuplicate},
+		{MatchDuplicate, "", MatchDuplicate},
+	} {
+		if got := WorseState(c.a, c.b); got != c.want {
+			t.Errorf("WorseState(%q, %q): got %q, want %q", c.a, c.b, got, c.want)
+		}
+	}
+}

@@ -8,12 +8,12 @@ import (
 	"strings"
 )
 
-// Evidence from the outbox (DESIGN.md): what the providers did, plus which
-// run did it, proves a duplicate without any tool span recognised. Two or
-// more effects of one execution at one provider with one fingerprint asked
-// for the same thing more than once; each is a real effect (a provider's
-// deduplicated answer records none), so the provider did not deduplicate
-// them.
+// Evidence from the outbox (docs/audit.md, "Evidence"): what the providers
+// did, plus which run did it, proves a duplicate without any tool span
+// recognised. Two or more effects of one execution at one provider with one
+// fingerprint asked for the same thing more than once; each is a real effect
+// (a provider's deduplicated answer records none), so the provider did not
+// deduplicate them.
 
 // RuleRepeatedEffect: identical effects that are not a proven duplicate:
 // claimed by two different recognised steps of one run (two intents that

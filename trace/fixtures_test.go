@@ -146,7 +146,7 @@ func rules(fs []Finding) []Rule {
 	return out
 }
 
-// designExample is DESIGN.md's exec_01H8: step-4 timed out, and its retry
+// designExample is the README's exec_01H8: step-4 timed out, and its retry
 // was answered by the mail API from its key store.
 func designExample() Run {
 	a1 := try(1, 11.2, 21.2, OutcomeTimeout, key("ik_a94a0b1d"), worker("pid-4121"), provider("mail-api"),

@@ -5,9 +5,9 @@ import (
 	"time"
 )
 
-// The merge rules of DESIGN.md make stored state independent of arrival
-// order: the events of one entity are sorted by their own time and id, then
-// folded so that a field once set is kept, a terminal value beats a
+// The merge rules (docs/api.md, "Merge rules") make stored state independent
+// of arrival order: the events of one entity are sorted by their own time and
+// id, then folded so that a field once set is kept, a terminal value beats a
 // non-terminal one, and the earliest terminal value wins. A disagreeing
 // terminal value is kept as a Conflict, never dropped silently.
 

@@ -343,7 +343,7 @@ func (au auditor) missingEffect(s Step) (Finding, bool) {
 	f := au.finding(RuleMissingEffect, s)
 	f.Attempts = []int{final.Number}
 	f.IdempotencyKey = final.IdempotencyKey
-	f.Message = fmt.Sprintf("%s ended ok at attempt %d, but %s's outbox, which is being fed, holds no effect for it",
+	f.Message = fmt.Sprintf("%s ended ok at attempt %d, but the outbox of %s, which is being fed, holds no effect for it",
 		stepLabel(s), final.Number, provider)
 	return f, true
 }

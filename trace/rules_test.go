@@ -480,7 +480,7 @@ func TestFindingMessages(t *testing.T) {
 			"step-4 (send_invoice_email) ran again after a 53s crash gap (worker pid-1 → pid-2): attempt 1 before it, attempt 2 after it, not replayed from a recorded result"},
 		{RuleMissingEffect, run(
 			step("step-5", "create_ticket", EffectWrite, try(1, 0, 1, OutcomeOK, provider("tickets")))).fed("tickets"),
-			"step-5 (create_ticket) ended ok at attempt 1, but tickets's outbox, which is being fed, holds no effect for it"},
+			"step-5 (create_ticket) ended ok at attempt 1, but the outbox of tickets, which is being fed, holds no effect for it"},
 		{RuleUnkeyedRetry, run(
 			step("step-4", "send_invoice_email", EffectWrite, try(1, 0, 1, OutcomeTimeout), try(2, 2, 3, OutcomeOK))),
 			"step-4 (send_invoice_email) was attempted 2 times and attempts 1, 2 carried no idempotency key — the receiving API cannot tell a retry from a new request"},

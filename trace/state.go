@@ -5,8 +5,8 @@ import (
 	"slices"
 )
 
-// AuditState is what an execution's audit may claim (DESIGN.md, "What
-// clean means").
+// AuditState is what an execution's audit may claim (docs/audit.md: three
+// states, never blurred).
 type AuditState string
 
 const (

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Stray HTTP spans (DESIGN.md, "Evidence from the outbox"): some
+// Stray HTTP spans (docs/audit.md, "Evidence", the inferred kind): some
 // frameworks lose the trace context between a tool call and the HTTP
 // request it makes (LangGraph without a root span of the program's own,
 // Mastra's OtelExporter), so the request's HTTP client span starts a trace

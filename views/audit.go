@@ -10,7 +10,7 @@ import (
 )
 
 // AuditView is what the execution page may claim about the execution, in
-// one of three states never blurred (DESIGN.md, "What clean means"):
+// one of three states never blurred (docs/audit.md):
 // critical, unverified, or clean. Only clean says that every side effect
 // happened once.
 type AuditView struct {

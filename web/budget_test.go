@@ -30,6 +30,7 @@ import (
 type budgetServer struct {
 	url string
 	db  *store.DB
+	srv *web.Server
 }
 
 func startBudgetServer(t *testing.T, budget int64, lim ingest.Limits) *budgetServer {
@@ -39,14 +40,15 @@ func startBudgetServer(t *testing.T, budget int64, lim ingest.Limits) *budgetSer
 		t.Fatal(err)
 	}
 	w := writer.New(db, writer.DefaultConfig)
-	ts := httptest.NewServer(web.New(web.Config{DB: db, Writer: w, Limits: lim, Analysis: trace.DefaultConfig,
-		MaxDecodeBytes: budget, DecodeWait: 100 * time.Millisecond}))
+	srv := web.New(web.Config{DB: db, Writer: w, Limits: lim, Analysis: trace.DefaultConfig,
+		MaxDecodeBytes: budget, DecodeWait: 100 * time.Millisecond})
+	ts := httptest.NewServer(srv)
 	t.Cleanup(func() {
 		ts.Close()
 		w.Close()
 		db.Close()
 	})
-	return &budgetServer{url: ts.URL, db: db}
+	return &budgetServer{url: ts.URL, db: db, srv: srv}
 }
 
 type budgetAnswer struct {
@@ -105,7 +107,12 @@ func TestDecodeBudgetBusy(t *testing.T) {
 	if _, err := pw.Write(event[:10]); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond) // the server has read the header and reserved
+	// The server has read the header and reserved the Content-Length.
+	for deadline := time.Now().Add(10 * time.Second); srv.srv.DecodeBytesInUse() < int64(len(event)); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("decode budget in use: got %d bytes after 10s, want the slow upload's %d reserved", srv.srv.DecodeBytesInUse(), len(event))
+		}
+	}
 
 	second := []byte(`{"type":"execution","execution_id":"exec_second","name":"` + strings.Repeat("n", 40<<10) + `","labels":{"pad":"` + strings.Repeat("p", 1000) + `"},"idempotency_key":"` + strings.Repeat("k", 200) + `"}`)
 	second = append(second, bytes.Repeat([]byte(" "), 1<<20)...) // 1 MiB more than is left

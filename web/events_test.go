@@ -49,7 +49,7 @@ func TestIngestRejectsBadInput(t *testing.T) {
 		db.Close()
 	})
 
-	// The history of DESIGN.md: exec_01H8, one step, two attempts, one email.
+	// The README's history: exec_01H8, one step, two attempts, one email.
 	history := []string{
 		`{"type":"execution","id":"evt_1","execution_id":"exec_01H8","name":"billing-agent","status":"running","started_at":"2026-06-30T14:02:11.120Z","idempotency_key":"run_7f3a","labels":{"customer":"acme"}}`,
 		`{"type":"attempt","id":"evt_2","execution_id":"exec_01H8","step_id":"step-4","attempt":1,"tool":"send_invoice_email","effect":"write","provider":"mail-api","args":{"to":"jordan@acme.dev","subject":"Your June invoice"},"idempotency_key":"ik_a94a0b1d","worker":"pid-4121","started_at":"2026-06-30T14:02:11.200Z","ended_at":"2026-06-30T14:02:21.200Z","outcome":"timeout","error":"network timeout after 10s"}`,

@@ -488,7 +488,7 @@ func TestLiveRoutesOutliveServerTimeouts(t *testing.T) {
 	}
 	defer conn.Close()
 
-	time.Sleep(4 * timeout)
+	time.Sleep(4 * timeout) // the fault itself: the connections outlive the server's timeouts
 	ct, body := goodBody(route{pattern: "/api/v1/events"})
 	if got := send(t, http.MethodPost, hs.ts.URL+"/api/v1/events", map[string]string{"Content-Type": ct}, body); got.status != http.StatusOK {
 		t.Fatalf("POST /api/v1/events: got %d %s, want 200", got.status, got.body)

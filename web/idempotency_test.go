@@ -31,10 +31,11 @@ import (
 
 // TestIngestIsIdempotentAndOrderIndependent posts one generated history
 // twice: in order in one request (A), and shuffled in random batches from
-// concurrent clients, then all over again (B). DESIGN.md promises that the
-// stored state depends neither on re-sending nor on arrival order, so every
-// API answer must be byte-identical between A and B, and the findings kept
-// up to date commit by commit must equal an audit computed afresh.
+// concurrent clients, then all over again (B). docs/audit.md ("Order
+// independence") promises that the stored state depends neither on re-sending
+// nor on arrival order, so every API answer must be byte-identical between A
+// and B, and the findings kept up to date commit by commit must equal an
+// audit computed afresh.
 //
 // It runs on each engine: on PostgreSQL both servers share one cluster,
 // each with a database of its own.

@@ -23,8 +23,8 @@ import (
 	"github.com/oncetrace/oncetrace/ingest"
 )
 
-// TestOrderIndependence is the differential property test of DESIGN.md §
-// "Span dialects as data": every derived answer is a function of the set
+// TestOrderIndependence is the differential property test of docs/audit.md
+// § "Order independence": every derived answer is a function of the set
 // of events, never of their arrival order, their split into requests or
 // their re-sends. Random histories (order_gen_test.go) are posted through
 // the real server, once whole and sorted, and in four other orders and

@@ -157,7 +157,15 @@ func TestAttackDiskFull(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(200 * time.Millisecond)
+	// The limit comes once every client has written: the disk fills under load.
+	warm := load.count(http.StatusOK)
+	for deadline := time.Now().Add(20 * time.Second); load.count(http.StatusOK) < warm+4; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			cancel()
+			wg.Wait()
+			t.Fatalf("the clients' writes: got statuses %v after 20s, want 4 more 200s\n%s", load.statuses, srv.logText())
+		}
+	}
 	setFileSizeLimit(t, pid, uint64(biggest)+256<<10)
 	deadline := time.Now().Add(20 * time.Second)
 	for load.count(http.StatusInsufficientStorage) < 5 && time.Now().Before(deadline) {
@@ -172,8 +180,12 @@ func TestAttackDiskFull(t *testing.T) {
 	// No room at all now, so that every write below fails whatever the
 	// free space left in the WAL.
 	setFileSizeLimit(t, pid, 1)
-	time.Sleep(100 * time.Millisecond)
+	// A write the clients began before may still have found room; the
+	// next one fails, and /healthz says so.
 	status, body := health(t, srv.url)
+	for deadline := time.Now().Add(10 * time.Second); status != http.StatusServiceUnavailable && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		status, body = health(t, srv.url)
+	}
 	if status != http.StatusServiceUnavailable || body["status"] != "degraded" || body["reason"] == "" || body["reason"] == nil {
 		t.Errorf("/healthz on a full disk: got %d %v, want 503 {status: degraded, reason}", status, body)
 	}

@@ -54,8 +54,9 @@ func runAudit(args []string, out io.Writer) (critical bool, err error) {
 		return false, err
 	}
 	n := trace.CriticalCount(findings)
-	// Clean is said only with effects to show it (DESIGN.md, "What clean
-	// means"); the exit code fails CI on critical findings alone.
+	// Clean is said only with effects to show it (docs/audit.md: an
+	// unverified execution is not clean); the exit code fails CI on critical
+	// findings alone.
 	clean := n == 0 && len(unverified) == 0
 	if *asJSON {
 		enc := json.NewEncoder(out)

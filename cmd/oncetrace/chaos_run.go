@@ -508,8 +508,7 @@ func nameStep(rq *chaosRequest, runs []trace.Run) {
 		}
 		if rq.step == "" && rq.spanID != "" {
 			// The effect the request would cause, attributed as the audit
-			// attributes effects (DESIGN.md, "The outbox joined through
-			// trace context").
+			// attributes effects (docs/audit.md, "Trace context").
 			probe := trace.Effect{Provider: "oncetrace-chaos-probe", ID: "probe", TraceID: rq.traceID, SpanID: rq.spanID}
 			r.Effects = append(slices.Clone(r.Effects), probe)
 			for stepID, es := range r.StepEffects() {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -17,7 +18,8 @@ import (
 // rebuildDerived brings an older database's derived rows up to this
 // binary's derivation rules before anything writes to or serves from it
 // (docs/configuration.md, "Upgrades and the derived cache"): both pages
-// then count from the same rules. It logs only when it rebuilds.
+// then count from the same rules. It logs only when it rebuilds. A newer
+// database's it refuses, naming both versions, and leaves as they are.
 func rebuildDerived(ctx context.Context, db *store.DB, cfg trace.Config, logger *slog.Logger, progress func(done, total int)) error {
 	stored, err := db.DerivationVersion(ctx)
 	if err != nil {
@@ -36,6 +38,10 @@ func rebuildDerived(ctx context.Context, db *store.DB, cfg trace.Config, logger 
 			progress(done, total)
 		}
 	})
+	if newer, ok := errors.AsType[*writer.NewerDerivationError](err); ok {
+		return fmt.Errorf("the database was derived by a newer oncetrace (derivation version %d; this binary's is %d): "+
+			"run a release of derivation version %d or later on it; the database is left unchanged", newer.Stored, newer.Binary, newer.Stored)
+	}
 	if err != nil {
 		return fmt.Errorf("rebuild the derived cache: %w", err)
 	}

@@ -4,7 +4,9 @@ import (
 	"database/sql"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -166,6 +168,54 @@ func testServeRebuilds(t *testing.T, older []string) {
 		if v, _ := storedDerivation(t, path); v != trace.DerivationVersion {
 			t.Errorf("start %d: database records derivation %d, want %d", start, v, trace.DerivationVersion)
 		}
+	}
+}
+
+// TestNewerDerivationIsRefused: an older binary on a database a newer one
+// derived exits 2 naming both versions, rather than rebuilding the rows
+// down to its rules; the version and the rows stay as they were.
+func TestNewerDerivationIsRefused(t *testing.T) {
+	b, err := os.ReadFile(derivationFixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newer := trace.DerivationVersion + 1
+	want := fmt.Sprintf("derived by a newer oncetrace (derivation version %d; this binary's is %d)", newer, trace.DerivationVersion)
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"serve", []string{"serve", "--addr", "127.0.0.1:0", "--insecure", "--db"}},
+		{"audit", []string{"audit", "--json", "--db"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "newer.db")
+			if err := os.WriteFile(path, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			db, err := sql.Open("sqlite", path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Exec(`UPDATE derivation SET version = ?`, newer); err != nil {
+				t.Fatal(err)
+			}
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			_, retriesBefore := storedDerivation(t, path)
+			_, errOut, code := runCLIWithin(t, 30*time.Second, append(c.args, path)...)
+			if code != 2 || !strings.Contains(errOut, want) {
+				t.Fatalf("exit %d, stderr:\n%s\nwant exit 2 and %q", code, errOut, want)
+			}
+			v, retries := storedDerivation(t, path)
+			if v != newer {
+				t.Errorf("database records derivation %d after the refusal, want %d still", v, newer)
+			}
+			if !maps.Equal(retries, retriesBefore) {
+				t.Errorf("stored retries %v after the refusal, want %v still (the older rules' rows untouched)", retries, retriesBefore)
+			}
+		})
 	}
 }
 

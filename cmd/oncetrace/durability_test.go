@@ -303,7 +303,7 @@ func testDurabilityAcrossSIGKILL(t *testing.T, bin, dbPath, syncMode string) {
 		wg.Go(func() { durabilityClient(ctx, c, first.url, &killed, load) })
 	}
 
-	time.Sleep(1500 * time.Millisecond)
+	time.Sleep(1500 * time.Millisecond) // load pacing: the clients write for a while before the kill
 	killed.Store(true)
 	waitErr := first.signal(t, syscall.SIGKILL)
 	if ws, ok := waitErr.(*exec.ExitError); !ok || ws.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {

@@ -79,9 +79,18 @@ func TestQueuedRecorderRetriesInOrderOnceTheRecorderIsBack(t *testing.T) {
 	if c := r.Counts(); c.Queued != 2 || c.Recorded != 0 || c.Failed < 1 {
 		t.Errorf("counts while down: got %+v, want 2 queued, 0 recorded, ≥ 1 failed", c)
 	}
-	time.Sleep(100 * time.Millisecond) // a few retries fail meanwhile
-	if _, calls := next.got(); calls <= callsBefore {
-		t.Errorf("calls while down: got %d, want retries after %d", calls, callsBefore)
+	// A few retries fail meanwhile (the backoff is 10 to 50 ms).
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		_, calls := next.got()
+		if calls >= callsBefore+2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("calls while down: got %d after 5s, want retries after %d", calls, callsBefore)
+		}
+	}
+	if c := r.Counts(); c.Queued != 2 || c.Recorded != 0 {
+		t.Errorf("counts after failed retries: got %+v, want still 2 queued, 0 recorded", c)
 	}
 
 	next.set(false)

@@ -14,6 +14,18 @@ import (
 // do not dominate.
 const rebuildBatch = 1000
 
+// NewerDerivationError is Rebuild's refusal of a database whose derived
+// rows a newer binary wrote: rebuilding them by older rules would undo
+// its rules (and it would rebuild them again at its next start), so the
+// database is left as it is and this binary does not start on it.
+type NewerDerivationError struct {
+	Stored, Binary int // the database's derivation version, this binary's
+}
+
+func (e *NewerDerivationError) Error() string {
+	return fmt.Sprintf("rebuild: the database is of derivation version %d, newer than this binary's %d", e.Stored, e.Binary)
+}
+
 // Rebuild brings the derived rows of a database up to this binary's
 // trace.DerivationVersion: when the database records another version it
 // deletes every derived row and folds the whole raw event log again, in
@@ -25,11 +37,15 @@ const rebuildBatch = 1000
 // the writer takes requests. Rebuilt is whether any event was folded.
 //
 // The version is recorded only after the last batch, so a rebuild cut
-// short starts again, from the start, at the next open.
+// short starts again, from the start, at the next open. A database of a
+// newer version is refused with a *NewerDerivationError, untouched.
 func Rebuild(ctx context.Context, db *store.DB, cfg trace.Config, progress func(done, total int)) (rebuilt bool, err error) {
 	stored, err := db.DerivationVersion(ctx)
 	if err != nil || stored == trace.DerivationVersion {
 		return false, err
+	}
+	if stored > trace.DerivationVersion {
+		return false, &NewerDerivationError{Stored: stored, Binary: trace.DerivationVersion}
 	}
 	total, err := db.EventCount(ctx)
 	if err != nil {

@@ -494,6 +494,7 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 	traces := map[string]bool{}                  // traces an effect of this commit came from
 	renamedTraces := map[string]bool{}           // traces whose spans name an execution other than the trace id
 	namingEffects := map[string]bool{}           // traces of effects that name their execution
+	unnamedTraces := map[string]bool{}           // traces of effects that name none
 	var stray store.StrayCandidates              // what may make a trace stray or not, or move a stray effect (store/stray.go)
 	ensured := map[string]bool{}
 	// ensure creates an execution an attempt or effect names, once a commit.
@@ -664,18 +665,7 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 				}
 				stray.EffectTraces = append(stray.EffectTraces, f.TraceID)
 				if f.ExecutionID == "" {
-					// Its trace names its execution: the one whose spans came
-					// from it, else, until they arrive, the trace id itself.
-					owners, err := tx.ExecutionsOfTraces([]string{f.TraceID})
-					if err != nil {
-						return out, err
-					}
-					if len(owners) == 0 {
-						if err := ensure(f.TraceID); err != nil {
-							return out, err
-						}
-						executions[f.TraceID] = true
-					}
+					unnamedTraces[f.TraceID] = true
 				}
 			}
 			if err := tx.PutEffect(f); err != nil {
@@ -687,6 +677,25 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 				keys[f.IdempotencyKey] = true
 			}
 		}
+	}
+
+	// One query for the commit's traces, not one per effect: the
+	// executions their attempts and spans belong to. An effect naming no
+	// execution belongs to its trace's, else, until its attempts or spans
+	// arrive, to the trace id itself. Asked after this commit's spans are
+	// stored: a placeholder made before them would be dropped just below.
+	byTrace, err := tx.ExecutionsByTrace(setList(traces))
+	if err != nil {
+		return out, err
+	}
+	for _, t := range setList(unnamedTraces) {
+		if len(byTrace[t]) > 0 {
+			continue
+		}
+		if err := ensure(t); err != nil {
+			return out, err
+		}
+		executions[t] = true
 	}
 
 	// An effect that arrived before any span of its trace made the trace id
@@ -761,9 +770,9 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 	}
 
 	keyList := setList(keys)
-	traceExecutions, err := tx.ExecutionsOfTraces(setList(traces))
-	if err != nil {
-		return out, err
+	var traceExecutions []string
+	for _, ids := range byTrace {
+		traceExecutions = append(traceExecutions, ids...)
 	}
 	rechecked, err := tx.RecheckOrphans(effectRefs, keyList, steps, cfg.RepeatWindow)
 	if err != nil {

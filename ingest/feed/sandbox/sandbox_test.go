@@ -40,10 +40,36 @@ type env struct {
 	url    string
 	client *http.Client
 	db     *store.DB
-	// arrived receives a request's X-Test-Arrival header when the request
-	// reaches the server, so a test can act while it is being handled.
-	arrived chan string
+	// delaying receives the key of a request whose latency fault began:
+	// the sandbox logs the fault once it has taken the key, so a test can
+	// act while the key is in flight.
+	delaying chan string
 }
+
+// faultKeys is the sandbox's logger in tests: it hands on the key of each
+// "sandbox fault" line, dropping what nobody waits for.
+type faultKeys chan string
+
+func (f faultKeys) Enabled(context.Context, slog.Level) bool { return true }
+
+func (f faultKeys) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != "sandbox fault" {
+		return nil
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "key" {
+			select {
+			case f <- a.Value.String():
+			default:
+			}
+		}
+		return true
+	})
+	return nil
+}
+
+func (f faultKeys) WithAttrs([]slog.Attr) slog.Handler { return f }
+func (f faultKeys) WithGroup(string) slog.Handler      { return f }
 
 func newEnv(t *testing.T, cfg web.Config) *env {
 	t.Helper()
@@ -54,14 +80,12 @@ func newEnv(t *testing.T, cfg web.Config) *env {
 	ingestWriter := writer.New(db, writer.DefaultConfig)
 	cfg.DB, cfg.Writer, cfg.Limits, cfg.Analysis = db, ingestWriter, ingest.DefaultLimits, trace.DefaultConfig
 	cfg.Logger = slog.New(slog.DiscardHandler)
+	e := &env{db: db, delaying: make(chan string, 16)}
+	if cfg.Sandbox.Logger == nil {
+		cfg.Sandbox.Logger = slog.New(faultKeys(e.delaying))
+	}
 	srv := web.New(cfg)
-	e := &env{db: db, arrived: make(chan string, 16)}
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if v := r.Header.Get("X-Test-Arrival"); v != "" {
-			e.arrived <- v
-		}
-		srv.ServeHTTP(w, r)
-	}))
+	ts := httptest.NewServer(srv)
 	// Closed in reverse: the server (waiting for held requests), then the
 	// writer (committing what is queued), then the database.
 	t.Cleanup(func() {
@@ -88,7 +112,6 @@ type req struct {
 	key, execution, step, fault string
 	msg                         any // a sandbox.Message, or a string sent as is
 	token                       string
-	arrival                     string // X-Test-Arrival
 }
 
 func (e *env) send(t *testing.T, r req) reply {
@@ -116,7 +139,7 @@ func (e *env) trySend(client *http.Client, r req) (reply, error) {
 	}
 	hr.Header.Set("Content-Type", "application/json")
 	for k, v := range map[string]string{"Idempotency-Key": r.key, sandbox.HeaderExecution: r.execution,
-		sandbox.HeaderStep: r.step, sandbox.HeaderFault: r.fault, "X-Test-Arrival": r.arrival} {
+		sandbox.HeaderStep: r.step, sandbox.HeaderFault: r.fault} {
 		if v != "" {
 			hr.Header.Set(k, v)
 		}
@@ -210,6 +233,23 @@ func (e *env) sandboxLog(t *testing.T) []sandbox.LogEntry {
 		t.Fatal(err)
 	}
 	return body.Log
+}
+
+// waitDelaying waits until the request with the key is held by its
+// latency fault, its key in flight.
+func (e *env) waitDelaying(t *testing.T, key string) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case k := <-e.delaying:
+			if k == key {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no latency fault began for %s within 10s", key)
+		}
+	}
 }
 
 // eventually polls cond until it holds, for what happens after the client
@@ -357,16 +397,13 @@ func TestKeyInFlightConflicts(t *testing.T) {
 	e := newEnv(t, web.Config{})
 	firstDone := make(chan reply, 1)
 	go func() {
-		got, err := e.trySend(e.client, req{key: "ik_slow", fault: "latency=1500ms", arrival: "first"})
+		got, err := e.trySend(e.client, req{key: "ik_slow", fault: "latency=1500ms"})
 		if err != nil {
 			t.Error(err)
 		}
 		firstDone <- got
 	}()
-	<-e.arrived
-	// The key is taken microseconds after arrival; this leaves ample room
-	// and still lands well inside the 1.5 s delivery.
-	time.Sleep(150 * time.Millisecond)
+	e.waitDelaying(t, "ik_slow") // the key is taken; the delivery is 1.5 s away
 	second := e.send(t, req{key: "ik_slow"})
 	wantError(t, "second request while the first is in flight", second, http.StatusConflict, "idempotency_error")
 
@@ -871,14 +908,13 @@ func TestSandboxLog(t *testing.T) {
 	e.send(t, req{key: strings.Repeat("k", 256)})                      // rejected
 	slow := make(chan reply, 1)
 	go func() {
-		got, err := e.trySend(e.client, req{key: "ik_log_slow", fault: "latency=1s", arrival: "slow"})
+		got, err := e.trySend(e.client, req{key: "ik_log_slow", fault: "latency=1s"})
 		if err != nil {
 			t.Error(err)
 		}
 		slow <- got
 	}()
-	<-e.arrived
-	time.Sleep(150 * time.Millisecond)
+	e.waitDelaying(t, "ik_log_slow")
 	e.send(t, req{key: "ik_log_slow"}) // in_flight
 	slowReply := <-slow
 
