@@ -53,6 +53,12 @@ func New(ctx context.Context, e Engine) (*DB, error) {
 	}
 	registerClassifier(e)
 	d := &dialect{engine: e}
+	// The engine's own statements are in its dialect already.
+	for _, q := range []string{e.BeginWrite(), e.WriteLock(), e.Notify()} {
+		if q != "" {
+			d.cache.Store(q, q)
+		}
+	}
 	db := &DB{Path: e.Target(), engine: e, d: d, write: pool{write, d}, read: pool{read, d}, prepared: map[string]*sql.Stmt{}}
 	if err := e.Prepare(ctx, write); err != nil {
 		db.Close()

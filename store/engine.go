@@ -32,6 +32,9 @@ type Engine interface {
 	// Rebind turns a query written in the store's dialect into the
 	// engine's. It is called once per query text.
 	Rebind(query string) string
+	// BeginWrite, WriteLock and Notify are statements in the engine's own
+	// dialect, which the store runs as they are.
+	//
 	// BeginWrite is the statement that begins a write transaction on the
 	// writer's connection.
 	BeginWrite() string
@@ -89,9 +92,18 @@ type dialect struct {
 	cache  sync.Map // query -> rebound query
 }
 
+// testHookRebind, set by the store's tests before any database opens, sees
+// every query text the store runs, as written, the first time a database
+// runs it: every query passes through rebind, so the tests can prepare all
+// of them on PostgreSQL (queries_test.go).
+var testHookRebind func(query string)
+
 func (d *dialect) rebind(query string) string {
 	if q, ok := d.cache.Load(query); ok {
 		return q.(string)
+	}
+	if testHookRebind != nil {
+		testHookRebind(query)
 	}
 	q := d.engine.Rebind(query)
 	d.cache.Store(query, q)

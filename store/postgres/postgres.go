@@ -152,7 +152,7 @@ func (e *engine) WriteLock() string {
 // Notify is delivered when, and only if, the transaction commits, in
 // commit order.
 func (e *engine) Notify() string {
-	return "SELECT pg_notify('" + Channel + "', ?)"
+	return "SELECT pg_notify('" + Channel + "', $1)"
 }
 
 func (e *engine) EntityKey(entity string) string { return strings.ReplaceAll(entity, "\x00", "\x1f") }
