@@ -86,12 +86,25 @@ func checkQueriesOnPostgres(list []query) []string {
 	defer conn.Close()
 	var failed []string
 	for i, q := range list {
-		pq := store.Rebind(db, q.text)
-		if err := prepareOnly(ctx, conn, i, pq); err != nil {
+		pq, err := rebind(db, q.text)
+		if err == nil {
+			err = prepareOnly(ctx, conn, i, pq)
+		}
+		if err != nil {
 			failed = append(failed, fmt.Sprintf("query (%s) does not prepare on PostgreSQL: %v\n  as written: %s\n  as rebound: %s", q.from, err, q.text, pq))
 		}
 	}
 	return failed
+}
+
+// rebind is store.Rebind, with the engine's refusal (a panic) as an error.
+func rebind(db *store.DB, query string) (q string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("refused: %v", r)
+		}
+	}()
+	return store.Rebind(db, query), nil
 }
 
 func prepareOnly(ctx context.Context, conn *sql.Conn, i int, query string) error {

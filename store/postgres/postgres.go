@@ -134,7 +134,16 @@ func (e *engine) Migrations() fs.FS {
 	return sub
 }
 
-func (e *engine) Rebind(query string) string { return rebind(query) }
+// Rebind panics on a query it refuses (rebind.go): that is a query of the
+// store outside the dialect the engines share, a programming error the
+// store's suite finds, since it rebinds every query (store/queries_test.go).
+func (e *engine) Rebind(query string) string {
+	q, err := rebind(query)
+	if err != nil {
+		panic(fmt.Sprintf("%v: %s", err, query))
+	}
+	return q
+}
 
 // BeginWrite is a plain BEGIN: the advisory lock (WriteLock) that follows
 // it serialises writers.
