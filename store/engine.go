@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"net"
 	"sync"
+	"time"
 )
 
 // Engine is what a database engine gives the store: its connections, its
@@ -57,6 +58,40 @@ type Engine interface {
 	EntityKey(entity string) string
 	// Sizes is what the database holds on disk.
 	Sizes(ctx context.Context, read *sql.DB) (FileSizes, error)
+	// PageBytes is the database's size as a prune reports it before and
+	// after (PruneResult.BytesBefore): what the data takes, which a
+	// vacuum shrinks.
+	PageBytes(ctx context.Context, read *sql.DB) (int64, error)
+	// Vacuum gives the space a prune freed back as the engine can, and
+	// returns how (PruneResult.Vacuum).
+	Vacuum(ctx context.Context, run VacuumRun) (mode string, err error)
+	// Shared reports whether other instances may write the database too:
+	// a live tail then follows the store's notices (Notify) rather than
+	// this instance's commits.
+	Shared() bool
+	// Durability names what a commit survives, for the server's log:
+	// SQLite's sync setting, or the server's own for PostgreSQL.
+	Durability() string
+}
+
+// VacuumRun is what the store lends an engine's Vacuum.
+type VacuumRun struct {
+	// Read is the readers' pool.
+	Read *sql.DB
+	// WithWriter runs fn on the writer's connection outside any
+	// transaction (VACUUM cannot run in one), holding the writer from
+	// other writes, and returns how long it held it.
+	WithWriter func(fn func(*sql.Conn) error) (time.Duration, error)
+	// Account reports one step of the vacuum ("vacuum" or "checkpoint")
+	// to the prune's batches: the pages it handled and how long it held
+	// the writer.
+	Account func(phase string, items int, hold time.Duration)
+	// NextChunk sizes a vacuum done in chunks as the prune sizes its
+	// batches (to about half its MaxHold): the size of the next chunk,
+	// after one of size that did done pages holding the writer hold.
+	NextChunk func(size, done int, hold time.Duration) int
+	// ConvertMax is PruneOptions.VacuumConvertMax.
+	ConvertMax int64
 }
 
 // classifiers are the Unwritable of every engine opened, so that

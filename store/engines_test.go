@@ -80,3 +80,20 @@ func rawDriver(db *store.DB) (driver, name string) {
 	}
 	return "sqlite", "file:" + db.Path + "?_pragma=busy_timeout(10000)"
 }
+
+// TestEngineOperations pins what each engine answers for the operations
+// the rest of oncetrace asks by name instead of by the engine's name.
+func TestEngineOperations(t *testing.T) {
+	db := openEngine(t)
+	defer db.Close()
+	want := map[string]struct {
+		shared     bool
+		durability string
+	}{"sqlite": {false, "normal"}, "postgres": {true, "server"}}[engine]
+	if got := db.Shared(); got != want.shared {
+		t.Errorf("Shared: got %v, want %v", got, want.shared)
+	}
+	if got := db.Durability(); got != want.durability {
+		t.Errorf("Durability: got %q, want %q", got, want.durability)
+	}
+}

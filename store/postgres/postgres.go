@@ -200,3 +200,23 @@ func (e *engine) Sizes(ctx context.Context, read *sql.DB) (store.FileSizes, erro
 	}
 	return sz, nil
 }
+
+// PageBytes is the database's size as the server reports it (Sizes).
+func (e *engine) PageBytes(ctx context.Context, read *sql.DB) (int64, error) {
+	sz, err := e.Sizes(ctx, read)
+	return sz.Main, err
+}
+
+// Vacuum leaves the space to autovacuum, which makes it reusable; giving
+// it back to the file system is the operator's VACUUM FULL, which locks
+// each table it rewrites.
+func (e *engine) Vacuum(ctx context.Context, run store.VacuumRun) (string, error) {
+	return "autovacuum", nil
+}
+
+// Shared is true: every oncetrace instance on the database writes it.
+func (e *engine) Shared() bool { return true }
+
+// Durability is the server's own settings (synchronous_commit and its
+// replication).
+func (e *engine) Durability() string { return "server" }
