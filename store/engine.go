@@ -13,9 +13,21 @@ import (
 )
 
 // Engine is what a database engine gives the store: its connections, its
-// migrations and its SQL dialect. The store's SQL is written once, for
-// SQLite, in the subset both engines share, and the engine rewrites what
-// differs (Rebind); store/sqlite and store/postgres implement it.
+// migrations and its SQL dialect; store/sqlite and store/postgres
+// implement it. The store's SQL is written once, in the SQL both engines
+// share (ON CONFLICT DO NOTHING, coalesce, ||), and what differs is a
+// named operation each engine writes for itself (EntityKeySQL, Vacuum,
+// PageBytes, Sizes, BeginWrite, WriteLock, Notify ...), never a switch on
+// the engine's name outside the engines.
+//
+// Rebind still does two things to a query: it numbers SQLite's ?
+// placeholders ($1, $2, ... on PostgreSQL), outside string literals and
+// comments; and it turns the JSON list parameter, json_each(?) and
+// json_extract(x, '$[N]') over its elements, into PostgreSQL's
+// json_array_elements_text. PostgreSQL's refuses, by panicking with the
+// reason, any other SQLite form (INSERT OR IGNORE, char(N), ifnull, ...);
+// the store's suite prepares every query on PostgreSQL
+// (queries_test.go), so a refused or broken query fails it by name.
 type Engine interface {
 	// Name is "sqlite" or "postgres".
 	Name() string
@@ -31,7 +43,7 @@ type Engine interface {
 	// applied in order, one transaction each.
 	Migrations() fs.FS
 	// Rebind turns a query written in the store's dialect into the
-	// engine's. It is called once per query text.
+	// engine's (above). It is called once per query text.
 	Rebind(query string) string
 	// BeginWrite, WriteLock and Notify are statements in the engine's own
 	// dialect, which the store runs as they are.
@@ -54,8 +66,10 @@ type Engine interface {
 	Unwritable(err error) (reason string, ok bool)
 	// EntityKey is how the engine stores an event's entity
 	// (trace.Event.Entity, NUL-separated): PostgreSQL's text cannot hold
-	// NUL, and its Rebind turns the char(0) of queries into the same.
+	// NUL. EntityKeySQL is the same key in SQL, of SQL expressions for
+	// its parts.
 	EntityKey(entity string) string
+	EntityKeySQL(parts ...string) string
 	// Sizes is what the database holds on disk.
 	Sizes(ctx context.Context, read *sql.DB) (FileSizes, error)
 	// PageBytes is the database's size as a prune reports it before and
@@ -178,6 +192,10 @@ func (t readTx) QueryRowContext(ctx context.Context, query string, args ...any) 
 }
 
 func (db *DB) entityKey(entity string) string { return db.engine.EntityKey(entity) }
+
+// entitySQL is the entity key of SQL expressions for its parts
+// (Engine.EntityKeySQL).
+func (t *Tx) entitySQL(parts ...string) string { return t.db.engine.EntityKeySQL(parts...) }
 
 // lostConnection reports the errors of a lost connection that database/sql
 // and the network give whatever the engine: a connection the driver

@@ -23,7 +23,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	recordQueries() // queries_test.go
+	installRecorder() // queries_test.go
 	code := m.Run()
 	if code != 0 {
 		os.Exit(code)
@@ -39,6 +39,7 @@ func TestMain(m *testing.M) {
 	}
 	cluster, engine = c, "postgres"
 	fmt.Fprintln(os.Stderr, "store: the same tests on PostgreSQL")
+	recordQueries() // queries_test.go
 	code = m.Run()
 	if code == 0 {
 		code = checkQueries()

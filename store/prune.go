@@ -240,7 +240,7 @@ func (p *pruner) executions(ctx context.Context) error {
 				// No time at all: judged by when its events arrived.
 				timeless, err := t.strings(`SELECT x.execution_id FROM executions x WHERE x.sort_at = 0
 					AND NOT EXISTS (SELECT 1 FROM events v WHERE v.execution_id = x.execution_id AND v.received_at >= ?)
-					AND NOT EXISTS (SELECT 1 FROM effects f JOIN events v ON v.entity = 'e' || char(0) || f.provider || char(0) || f.effect_id
+					AND NOT EXISTS (SELECT 1 FROM effects f JOIN events v ON v.entity = `+t.entitySQL("'e'", "f.provider", "f.effect_id")+`
 						WHERE f.trace_id = x.execution_id AND v.received_at >= ?)
 					LIMIT ?`, before, before, size.n-len(ids))
 				if err != nil {
@@ -304,7 +304,7 @@ func (t *Tx) deleteExecutions(ids []string, res *PruneResult) (int64, error) {
 		return rows, err
 	}
 	res.Events += n
-	n, err = del(`DELETE FROM events WHERE entity IN (SELECT 's' || char(0) || trace_id || char(0) || span_id FROM spans WHERE execution_id IN `+inList+`)`, list)
+	n, err = del(`DELETE FROM events WHERE entity IN (SELECT `+t.entitySQL("'s'", "trace_id", "span_id")+` FROM spans WHERE execution_id IN `+inList+`)`, list)
 	if err != nil {
 		return rows, err
 	}
@@ -349,10 +349,10 @@ func (t *Tx) deleteExecutions(ids []string, res *PruneResult) (int64, error) {
 			keys = append(keys, f.key)
 		}
 	}
-	if err := t.exec(`INSERT OR IGNORE INTO prune_pending (kind, value) SELECT 'key', value FROM json_each(?)`, jsonList(keys)); err != nil {
+	if err := t.exec(`INSERT INTO prune_pending (kind, value) SELECT 'key', value FROM json_each(?) WHERE true ON CONFLICT DO NOTHING`, jsonList(keys)); err != nil {
 		return rows, err
 	}
-	if err := t.exec(`INSERT OR IGNORE INTO prune_pending (kind, value) SELECT 'trace', value FROM json_each(?)`, jsonList(traces)); err != nil {
+	if err := t.exec(`INSERT INTO prune_pending (kind, value) SELECT 'trace', value FROM json_each(?) WHERE true ON CONFLICT DO NOTHING`, jsonList(traces)); err != nil {
 		return rows, err
 	}
 	return rows, nil
@@ -399,7 +399,7 @@ func (t *Tx) deleteEffects(effects []effectKey, res *PruneResult) (int64, error)
 		query string
 		count *int64
 	}{
-		{`DELETE FROM events WHERE entity IN (SELECT 'e' || char(0) || p || char(0) || id FROM ` + refs + `)`, &res.Events},
+		{`DELETE FROM events WHERE entity IN (SELECT ` + t.entitySQL("'e'", "p", "id") + ` FROM ` + refs + `)`, &res.Events},
 		{`DELETE FROM findings WHERE source = 'effect' AND (effect_provider, effect_id) IN (SELECT p, id FROM ` + refs + `)`, nil},
 		{`DELETE FROM messages WHERE (provider, effect_id) IN (SELECT p, id FROM ` + refs + `)`, nil},
 		{`DELETE FROM effects WHERE (provider, effect_id) IN (SELECT p, id FROM ` + refs + `)`, &res.Effects},
@@ -470,7 +470,7 @@ func (p *pruner) reaudit(ctx context.Context) error {
 					}
 					p.res.Reaudited += int64(len(values))
 				}
-				if err := t.exec(`INSERT OR IGNORE INTO prune_pending (kind, value) SELECT 'execution', value FROM json_each(?)`, jsonList(queue)); err != nil {
+				if err := t.exec(`INSERT INTO prune_pending (kind, value) SELECT 'execution', value FROM json_each(?) WHERE true ON CONFLICT DO NOTHING`, jsonList(queue)); err != nil {
 					return 0, 0, err
 				}
 				if err := t.exec(`DELETE FROM prune_pending WHERE kind = ? AND value IN `+inList, kind, jsonList(values)); err != nil {
@@ -509,7 +509,7 @@ func (p *pruner) orphanEffects(ctx context.Context) error {
 				// No time: judged by when its events arrived.
 				timeless, err := t.effectKeys(`SELECT provider, effect_id, idempotency_key FROM effects f
 					WHERE state = 'orphan' AND at IS NULL AND execution_id = ''
-					AND NOT EXISTS (SELECT 1 FROM events WHERE entity = 'e' || char(0) || f.provider || char(0) || f.effect_id AND received_at >= ?)
+					AND NOT EXISTS (SELECT 1 FROM events WHERE entity = `+t.entitySQL("'e'", "f.provider", "f.effect_id")+` AND received_at >= ?)
 					LIMIT ?`, before, size.n-len(effects))
 				if err != nil {
 					return 0, 0, err

@@ -15,35 +15,47 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/store/postgres"
 )
 
-// The dialect's contract: every query the store runs, on either engine,
-// prepares on PostgreSQL. TestMain records every query text the store's
-// tests make it run (store.RecordQueries sees each one as it passes through
-// the dialect, which every query of the store does), and after both runs
-// prepares each on PostgreSQL, parse and plan only. A query that the
-// tests never run fails too: every SQL literal of the store's source must
-// be part of a recorded query, so a query added later without a test that
-// runs it, or that bypasses the dialect, fails the suite by name.
+// The dialect's contract: every query of the store prepares on
+// PostgreSQL. TestMain records every query text the store's tests make it
+// run on PostgreSQL (store.RecordQueries sees each one as it passes
+// through the dialect, which every query of the store does), and after the
+// run prepares each, parse and plan only. A query that the tests never run
+// there fails too: every SQL literal of the store's source must be part of
+// a recorded query, or be a whole query itself, which is prepared as it
+// is; so a query added later without a test that runs it, or that
+// bypasses the dialect, fails the suite by name.
 
-// queries is every query text the store ran, as written.
+// queries is every query text the store ran on PostgreSQL, as written:
+// the store writes some differently for each engine (the engines' named
+// operations), so those of the SQLite run are not PostgreSQL's.
 var queries struct {
 	sync.Mutex
 	seen map[string]bool
+	on   atomic.Bool // from the start of the PostgreSQL run
 }
 
-func recordQueries() {
+// installRecorder makes the store show every query text to the recorder;
+// it runs before any database opens, and records from recordQueries on.
+func installRecorder() {
 	queries.seen = map[string]bool{}
 	store.RecordQueries(func(q string) {
+		if !queries.on.Load() {
+			return
+		}
 		queries.Lock()
 		defer queries.Unlock()
 		queries.seen[q] = true
 	})
 }
+
+func recordQueries() { queries.on.Store(true) }
 
 func recordedQueries() []string {
 	queries.Lock()

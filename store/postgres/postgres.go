@@ -164,7 +164,11 @@ func (e *engine) Notify() string {
 	return "SELECT pg_notify('" + Channel + "', $1)"
 }
 
+// EntityKey and EntityKeySQL separate an entity's parts with the unit
+// separator, U+001F, where trace.Event.Entity has NUL.
 func (e *engine) EntityKey(entity string) string { return strings.ReplaceAll(entity, "\x00", "\x1f") }
+
+func (e *engine) EntityKeySQL(parts ...string) string { return strings.Join(parts, " || chr(31) || ") }
 
 func (e *engine) Unwritable(err error) (string, bool) {
 	var ce *pgconn.ConnectError

@@ -8,11 +8,13 @@ import (
 	"strings"
 )
 
-// The store's queries are written in SQLite's dialect, within what the two
-// engines share; rebind turns the few places they differ into PostgreSQL's
-// and refuses, by name, what it cannot translate, rather than pass on a
-// query that means something else or fails only when it runs. Its table
-// test (rebind_test.go) lists both.
+// The store's queries are written in the SQL the two engines share, with
+// SQLite's ? placeholders; what differs is the engines' named operations
+// (store.Engine). rebind numbers the placeholders, translates the one
+// SQLite form the store still writes, its JSON list parameter (json_each(?)
+// and json_extract(x, '$[N]')), and refuses, by name, any other SQLite
+// form, rather than pass on a query that means something else or fails
+// only when it runs. Its table tests (rebind_test.go) list both.
 //
 // It works on the query with its string literals masked and its comments
 // removed (mask), so that nothing inside a literal or a comment is
@@ -26,7 +28,8 @@ var refused = []struct {
 }{
 	{regexp.MustCompile(`(?i)\b(ifnull|iif|glob|group_concat|datetime|julianday|strftime|printf|instr|randomblob|total|likelihood|unixepoch)\s*\(`), "a function only SQLite has"},
 	{regexp.MustCompile(`(?i)\b(GLOB|REGEXP)\b`), "an operator only SQLite has"},
-	{regexp.MustCompile(`(?i)\bINSERT\s+OR\s+(REPLACE|ABORT|FAIL|ROLLBACK)\b|\bREPLACE\s+INTO\b`), "a conflict clause only SQLite has"},
+	{regexp.MustCompile(`(?i)\bINSERT\s+OR\s+(IGNORE|REPLACE|ABORT|FAIL|ROLLBACK)\b|\bREPLACE\s+INTO\b`), "a conflict clause only SQLite has (write ON CONFLICT DO NOTHING, which both have)"},
+	{regexp.MustCompile(`(?i)\bchar\s*\(`), "SQLite's char(N) (an entity key is Engine.EntityKeySQL)"},
 	{regexp.MustCompile(`==`), "SQLite's == (write =)"},
 	{regexp.MustCompile(`\?\d|(^|[^:]):[A-Za-z_]|@[A-Za-z_]|\$[A-Za-z_0-9]`), "a numbered or named parameter (write ?)"},
 	{regexp.MustCompile("[`\"]"), "a quoted identifier"},
@@ -44,17 +47,6 @@ var (
 	arrayPath   = regexp.MustCompile(`^'\$\[(\d+)\]'$`)
 	// What is left of SQLite's JSON functions after those two.
 	otherJSON = regexp.MustCompile(`(?i)\bjson_(each|extract|tree|group_array|group_object|object|array|array_length|type|valid|set|insert|replace|remove|patch|quote)\s*\(`)
-
-	insertOrIgnore = regexp.MustCompile(`(?i)\bINSERT\s+OR\s+IGNORE\s+INTO\b`)
-	leadingInsert  = regexp.MustCompile(`(?i)^(\s*)INSERT\s+OR\s+IGNORE\s+INTO\b`)
-	returning      = regexp.MustCompile(`(?i)\bRETURNING\b`)
-	onConflict     = regexp.MustCompile(`(?i)\bON\s+CONFLICT\b`)
-	trailing       = regexp.MustCompile(`;?\s*$`)
-
-	// char(0), the NUL that separates an entity's parts: PostgreSQL's
-	// text cannot hold it, and EntityKey stores the unit separator.
-	charZero = regexp.MustCompile(`(?i)\bchar\s*\(\s*0\s*\)`)
-	anyChar  = regexp.MustCompile(`(?i)\bchar\s*\(`)
 
 	keywords = map[string]bool{"WHERE": true, "JOIN": true, "LEFT": true, "INNER": true, "CROSS": true, "ON": true, "UNION": true,
 		"ORDER": true, "GROUP": true, "LIMIT": true, "EXCEPT": true, "INTERSECT": true, "HAVING": true, "USING": true, "NATURAL": true, "FULL": true, "RIGHT": true, "WINDOW": true, "OFFSET": true}
@@ -100,25 +92,6 @@ func rebind(query string) (string, error) {
 	})
 	if extractErr != nil {
 		return "", extractErr
-	}
-	if insertOrIgnore.MatchString(q) {
-		if !leadingInsert.MatchString(q) || len(insertOrIgnore.FindAllString(q, -1)) > 1 {
-			return "", errors.New("postgres: rebind: INSERT OR IGNORE must begin the query")
-		}
-		if onConflict.MatchString(q) {
-			return "", errors.New("postgres: rebind: INSERT OR IGNORE with an ON CONFLICT clause")
-		}
-		q = leadingInsert.ReplaceAllString(q, "${1}INSERT INTO")
-		if loc := returning.FindStringIndex(q); loc != nil {
-			q = q[:loc[0]] + "ON CONFLICT DO NOTHING " + q[loc[0]:]
-		} else {
-			end := trailing.FindStringIndex(q)[0]
-			q = q[:end] + " ON CONFLICT DO NOTHING" + q[end:]
-		}
-	}
-	q = charZero.ReplaceAllString(q, "chr(31)")
-	if m := anyChar.FindString(q); m != "" {
-		return "", errors.New("postgres: rebind: char(N) other than char(0), which PostgreSQL spells chr(N) or takes for a type")
 	}
 	return unmask(positional(q), literals), nil
 }

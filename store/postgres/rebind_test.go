@@ -21,9 +21,6 @@ func TestRebind(t *testing.T) {
 		// Mangled before: the comment's ? took $1.
 		{"block comment with a ?", `SELECT a FROM t /* why? */ WHERE b = ?`, `SELECT a FROM t   WHERE b = $1`},
 		{"cast after a placeholder", `SELECT ?::json`, `SELECT $1::json`},
-		{"char(0) becomes the unit separator", `SELECT 'e' || char(0) || ? FROM t`, `SELECT 'e' || chr(31) || $1 FROM t`},
-		// Mangled before: rewritten inside the literal, changing the data.
-		{"char(0) inside a literal is text", `SELECT a FROM t WHERE b = 'char(0)' AND c = char(0)`, `SELECT a FROM t WHERE b = 'char(0)' AND c = chr(31)`},
 		// Mangled before: varchar(0) became varchr(31).
 		{"varchar is no char", `SELECT CAST(a AS varchar(0)) FROM t`, `SELECT CAST(a AS varchar(0)) FROM t`},
 		{"json_each without alias", `SELECT value FROM json_each(?)`, `SELECT value FROM json_array_elements_text($1::json) AS json_each(value)`},
@@ -33,12 +30,10 @@ func TestRebind(t *testing.T) {
 		// Mangled before: AS where(value), the WHERE gone.
 		{"json_each then a lowercase keyword", `SELECT value FROM json_each(?) where value = ?`, `SELECT value FROM json_array_elements_text($1::json) AS json_each(value) where value = $2`},
 		{"json_extract of an array element", `SELECT json_extract(j.value, '$[1]') FROM json_each(?) j`, `SELECT (j.value::json->>1) FROM json_array_elements_text($1::json) AS j(value)`},
-		{"INSERT OR IGNORE", `INSERT OR IGNORE INTO t (a) VALUES (?)`, `INSERT INTO t (a) VALUES ($1) ON CONFLICT DO NOTHING`},
-		// Mangled before: ON CONFLICT after RETURNING, a syntax error.
-		{"INSERT OR IGNORE RETURNING", `INSERT OR IGNORE INTO t (a) VALUES (?) RETURNING id`, `INSERT INTO t (a) VALUES ($1) ON CONFLICT DO NOTHING RETURNING id`},
-		// Mangled before: left as it was.
-		{"insert or ignore in lower case", `insert or ignore into t (a) values (?)`, `INSERT INTO t (a) values ($1) ON CONFLICT DO NOTHING`},
-		{"INSERT OR IGNORE with a trailing semicolon", "INSERT OR IGNORE INTO t (a) SELECT value FROM json_each(?);\n", "INSERT INTO t (a) SELECT value FROM json_array_elements_text($1::json) AS json_each(value) ON CONFLICT DO NOTHING;\n"},
+		// Mangled before: rewritten inside the literal, changing the data.
+		{"char(0) inside a literal is text", `SELECT a FROM t WHERE b = 'char(0)' AND c = ?`, `SELECT a FROM t WHERE b = 'char(0)' AND c = $1`},
+		{"a trailing semicolon", "SELECT a FROM t WHERE b = ?;\n", "SELECT a FROM t WHERE b = $1;\n"},
+		{"ON CONFLICT DO NOTHING after a SELECT", `INSERT INTO t (a) SELECT value FROM json_each(?) WHERE true ON CONFLICT DO NOTHING`, `INSERT INTO t (a) SELECT value FROM json_array_elements_text($1::json) AS json_each(value) WHERE true ON CONFLICT DO NOTHING`},
 		{"ON CONFLICT is the shared upsert", `INSERT INTO t (a) VALUES (?) ON CONFLICT (a) DO NOTHING`, `INSERT INTO t (a) VALUES ($1) ON CONFLICT (a) DO NOTHING`},
 	}
 	for _, tt := range tests {
@@ -65,6 +60,13 @@ func TestRebindRefuses(t *testing.T) {
 		{"GLOB", `SELECT a FROM t WHERE b GLOB ?`, "only SQLite has"},
 		{"group_concat", `SELECT group_concat(a) FROM t`, "only SQLite has"},
 		{"datetime", `SELECT datetime('now')`, "only SQLite has"},
+		// The store writes ON CONFLICT DO NOTHING, which both engines have.
+		// Mangled before: ON CONFLICT after a RETURNING, not rewritten in
+		// lower case or after a WITH.
+		{"INSERT OR IGNORE", `INSERT OR IGNORE INTO t (a) VALUES (?)`, "conflict clause"},
+		{"INSERT OR IGNORE RETURNING", `INSERT OR IGNORE INTO t (a) VALUES (?) RETURNING id`, "conflict clause"},
+		{"insert or ignore in lower case", `insert or ignore into t (a) values (?)`, "conflict clause"},
+		{"INSERT OR IGNORE after WITH", `WITH x AS (SELECT 1) INSERT OR IGNORE INTO t (a) SELECT ? FROM x`, "conflict clause"},
 		{"INSERT OR REPLACE", `INSERT OR REPLACE INTO t (a) VALUES (?)`, "conflict clause"},
 		{"REPLACE INTO", `REPLACE INTO t (a) VALUES (?)`, "conflict clause"},
 		// Mangled before: ?1 became $11.
@@ -79,11 +81,10 @@ func TestRebindRefuses(t *testing.T) {
 		{"json_extract of an object path", `SELECT json_extract(value, '$.name') FROM json_each(?)`, "not an array element"},
 		{"json_each over a column", `SELECT value FROM t, json_each(t.list)`, "JSON function"},
 		{"json_array_length", `SELECT json_array_length(?)`, "JSON function"},
-		// Left as it was before.
-		{"INSERT OR IGNORE after WITH", `WITH x AS (SELECT 1) INSERT OR IGNORE INTO t (a) SELECT ? FROM x`, "must begin the query"},
-		{"INSERT OR IGNORE with ON CONFLICT", `INSERT OR IGNORE INTO t (a) VALUES (?) ON CONFLICT (a) DO NOTHING`, "ON CONFLICT"},
-		// Mangled before: varchr(31).
-		{"char(N) other than 0", `SELECT CAST(a AS varchar(10)), char(10) FROM t`, "char(N)"},
+		// An entity key is the engine's EntityKeySQL. Mangled before:
+		// char(0) inside a literal rewritten, varchar(0) became varchr(31).
+		{"char(0)", `SELECT 'e' || char(0) || ? FROM t`, "char(N)"},
+		{"char(N)", `SELECT CAST(a AS varchar(10)), char(10) FROM t`, "char(N)"},
 		{"unterminated literal", `SELECT 'a FROM t`, "unterminated string"},
 		{"unterminated comment", `SELECT a /* FROM t`, "unterminated comment"},
 	}
