@@ -1,0 +1,468 @@
+package main
+
+import (
+	"bytes"
+	"compress/flate"
+	"context"
+	"database/sql"
+	"flag"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+
+	"github.com/oncetrace/oncetrace/ingest"
+)
+
+// leversConfig is oncebench levers' flags.
+type leversConfig struct {
+	runFlags
+	spans  int
+	rounds int
+}
+
+func leversFlags(args []string) (leversConfig, error) {
+	c := leversConfig{}
+	fs := flag.NewFlagSet("oncebench levers", flag.ContinueOnError)
+	c.register(fs, "SQLite synchronous mode", "-spans divided by 10")
+	fs.IntVar(&c.spans, "spans", 100_000, "spans in each layout's run (compare's requests: 100 a request, half of each shape)")
+	fs.IntVar(&c.rounds, "rounds", 3, "interleaved runs of every layout; the medians are printed")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if c.quick {
+		c.spans /= 10
+	}
+	if c.spans < 1000 {
+		return c, fmt.Errorf("-spans wants 1,000 or more")
+	}
+	if c.rounds < 1 {
+		return c, fmt.Errorf("-rounds wants 1 or more")
+	}
+	return c, c.check()
+}
+
+// logEvent is what the event log stores of a mapped event: the mapping is
+// done before the layouts are timed, so their figures are storage alone.
+type logEvent struct {
+	id, typ, entity, executionID string
+	body                         []byte
+}
+
+// logShape is one layout of the event log. The zero value is today's
+// (0001_init.sql, 0006_retention.sql): seq is already the rowid, in arrival
+// order; the TEXT id carries a unique index (dedupe); entity an index (the
+// writer folding an entity's events, prune); execution_id one (retention,
+// placeholder checks). No page reads the log through any of them.
+type logShape struct {
+	hashID      bool // dedupe on an 8-byte hash of the id, UNIQUE, instead of the TEXT id's index
+	dropID      bool // with hashID: no id column (the canonical body holds the id)
+	hashKeys    bool // entity and execution_id indexed by 8-byte hashes; their texts stay in the row
+	blocks      bool // bodies in one deflated block a request; rows hold (block, at, size)
+	level       int  // flate level of the blocks
+	noEntity    bool // no entity index
+	noExecution bool // no execution_id index
+}
+
+// schema is the shape's CREATE statements.
+func (sh logShape) schema() []string {
+	var cols []string
+	add := func(c ...string) { cols = append(cols, c...) }
+	add("seq INTEGER PRIMARY KEY")
+	if sh.hashID {
+		add("id_hash INTEGER NOT NULL UNIQUE")
+		if !sh.dropID {
+			add("id TEXT NOT NULL")
+		}
+	} else {
+		add("id TEXT NOT NULL UNIQUE")
+	}
+	add("type TEXT NOT NULL", "entity TEXT NOT NULL", "execution_id TEXT NOT NULL")
+	if sh.hashKeys {
+		add("entity_hash INTEGER NOT NULL", "execution_hash INTEGER NOT NULL")
+	}
+	if sh.blocks {
+		add("block INTEGER NOT NULL", "at INTEGER NOT NULL", "size INTEGER NOT NULL")
+	} else {
+		add("body TEXT NOT NULL")
+	}
+	add("received_at INTEGER NOT NULL")
+	stmts := []string{`CREATE TABLE events (` + strings.Join(cols, ", ") + `)`}
+	if sh.blocks {
+		stmts = append(stmts, `CREATE TABLE blocks (block INTEGER PRIMARY KEY, bodies BLOB NOT NULL)`)
+	}
+	entity, execution := "entity", "execution_id"
+	if sh.hashKeys {
+		entity, execution = "entity_hash", "execution_hash"
+	}
+	if !sh.noEntity {
+		stmts = append(stmts, `CREATE INDEX events_entity ON events (`+entity+`)`)
+	}
+	if !sh.noExecution {
+		stmts = append(stmts, `CREATE INDEX events_execution ON events (`+execution+`)`)
+	}
+	return stmts
+}
+
+// leverLayout is one way of storing the event log and the WAL's automatic
+// checkpoint under it.
+type leverLayout struct {
+	name           string
+	shape          logShape
+	autoCheckpoint int // pages; the store's own checkpointer runs at 1,000
+}
+
+// leverLayouts are the baseline, each lever alone, then the levers that
+// pay together. Every layout inserts as the store does (InsertEvents:
+// multi-row, ON CONFLICT DO NOTHING RETURNING, 256 rows a statement).
+func leverLayouts() []leverLayout {
+	hashed := logShape{hashID: true, dropID: true}
+	blocks := hashed
+	blocks.blocks, blocks.level = true, flate.BestSpeed
+	all := blocks
+	all.hashKeys, all.noExecution = true, true
+	bare := blocks
+	bare.noEntity, bare.noExecution = true, true
+	return []leverLayout{
+		{"(a) baseline: today's events table, TEXT id UNIQUE, 2 indexes", logShape{}, 1000},
+		{"(b) 8-byte hash of the id UNIQUE instead of the TEXT id", logShape{hashID: true}, 1000},
+		{"(b') the same, id column dropped (the body holds it)", hashed, 1000},
+		{"(b'') entity, execution_id indexed by 8-byte hashes", logShape{hashKeys: true}, 1000},
+		{"(c) (b') + bodies in a flate block a request (speed)", blocks, 1000},
+		{"(c') (b') + bodies in a flate block a request (default)", logShape{hashID: true, dropID: true, blocks: true, level: flate.DefaultCompression}, 1000},
+		{"(d) no events_execution index", logShape{noExecution: true}, 1000},
+		{"(d') no events_execution, no events_entity index", logShape{noExecution: true, noEntity: true}, 1000},
+		{"(e) wal_autocheckpoint 250 pages", logShape{}, 250},
+		{"(e') wal_autocheckpoint 4,000 pages", logShape{}, 4000},
+		{"(e'') wal_autocheckpoint 16,000 pages", logShape{}, 16000},
+		{"(b')+(b'')+(c)+(d): hashes, blocks, entity index", all, 1000},
+		{"the same, wal_autocheckpoint 16,000 pages", all, 16000},
+		{"(b')+(c)+(d'): hash, blocks, no other index", bare, 1000},
+	}
+}
+
+// leverStore is one layout's open transaction and the writer state it
+// keeps across commits.
+type leverStore struct {
+	tx        *sql.Tx
+	nextBlock int64
+	deflate   *flate.Writer
+	raw       bytes.Buffer // a request's bodies, concatenated
+	packed    bytes.Buffer // the same, deflated
+	inserted  int          // events stored (not duplicates), to check every layout stored all
+}
+
+// chunks calls fn with the events of requests in runs of 256, then powers of
+// two, as InsertEvents does, so each statement's text is one of a few.
+func chunks(events []logEvent, fn func([]logEvent) error) error {
+	for start := 0; start < len(events); {
+		n := maxLeverRows
+		for n > len(events)-start {
+			n /= 2
+		}
+		if err := fn(events[start : start+n]); err != nil {
+			return err
+		}
+		start += n
+	}
+	return nil
+}
+
+const maxLeverRows = 256
+
+func rowsQuery(head, row string, n int, tail string) string {
+	var b strings.Builder
+	b.WriteString(head)
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(row)
+	}
+	b.WriteString(tail)
+	return b.String()
+}
+
+// returning runs a multi-row INSERT … RETURNING and counts the rows stored.
+func (s *leverStore) returning(query string, args []any) error {
+	rows, err := s.tx.Query(query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var key any // the TEXT id or its hash
+		var seq int64
+		if err := rows.Scan(&key, &seq); err != nil {
+			return err
+		}
+		s.inserted++
+	}
+	return rows.Err()
+}
+
+func flatten(requests [][]logEvent) []logEvent {
+	var all []logEvent
+	for _, r := range requests {
+		all = append(all, r...)
+	}
+	return all
+}
+
+// idHash is a dedupe or lookup key: FNV-1a, 64 bits, as a signed integer
+// (SQLite's). Two ids sharing one (2^-64 a pair) would need a second probe
+// checked against the body's id; these runs never meet one.
+func idHash(id string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte(id))
+	return int64(h.Sum64())
+}
+
+// insert stores one commit's requests in the shape's table as InsertEvents
+// does: multi-row INSERTs, ON CONFLICT DO NOTHING RETURNING the rows
+// stored. With blocks, a request's rows go first and its block after, so a
+// request whose events were all stored already (a retry) leaves none.
+func (s *leverStore) insert(sh logShape, requests [][]logEvent, at int64) error {
+	var cols []string
+	if sh.hashID {
+		cols = append(cols, "id_hash")
+		if !sh.dropID {
+			cols = append(cols, "id")
+		}
+	} else {
+		cols = append(cols, "id")
+	}
+	cols = append(cols, "type", "entity", "execution_id")
+	if sh.hashKeys {
+		cols = append(cols, "entity_hash", "execution_hash")
+	}
+	if sh.blocks {
+		cols = append(cols, "block", "at", "size")
+	} else {
+		cols = append(cols, "body")
+	}
+	cols = append(cols, "received_at")
+	row := "(?" + strings.Repeat(", ?", len(cols)-1) + ")"
+	key := cols[0]
+	if sh.blocks && s.deflate == nil {
+		w, err := flate.NewWriter(&s.packed, sh.level)
+		if err != nil {
+			return err
+		}
+		s.deflate = w
+	}
+	batches := requests
+	if !sh.blocks {
+		batches = [][]logEvent{flatten(requests)}
+	}
+	for _, evs := range batches {
+		s.raw.Reset()
+		before := s.inserted
+		err := chunks(evs, func(chunk []logEvent) error {
+			args := make([]any, 0, len(cols)*len(chunk))
+			for _, ev := range chunk {
+				if sh.hashID {
+					args = append(args, idHash(ev.id))
+					if !sh.dropID {
+						args = append(args, ev.id)
+					}
+				} else {
+					args = append(args, ev.id)
+				}
+				args = append(args, ev.typ, ev.entity, ev.executionID)
+				if sh.hashKeys {
+					args = append(args, idHash(ev.entity), idHash(ev.executionID))
+				}
+				if sh.blocks {
+					args = append(args, s.nextBlock, s.raw.Len(), len(ev.body))
+					s.raw.Write(ev.body)
+				} else {
+					args = append(args, string(ev.body))
+				}
+				args = append(args, at)
+			}
+			return s.returning(rowsQuery(`INSERT INTO events (`+strings.Join(cols, ", ")+`) VALUES `, row, len(chunk),
+				` ON CONFLICT (`+key+`) DO NOTHING RETURNING `+key+`, seq`), args)
+		})
+		if err != nil {
+			return err
+		}
+		if !sh.blocks || s.inserted == before {
+			continue
+		}
+		s.packed.Reset()
+		s.deflate.Reset(&s.packed)
+		if _, err := s.deflate.Write(s.raw.Bytes()); err != nil {
+			return err
+		}
+		if err := s.deflate.Close(); err != nil {
+			return err
+		}
+		if _, err := s.tx.Exec(`INSERT INTO blocks (block, bodies) VALUES (?, ?)`, s.nextBlock, s.packed.Bytes()); err != nil {
+			return err
+		}
+		s.nextBlock++
+	}
+	return nil
+}
+
+// leverFigure is one layout's run.
+type leverFigure struct {
+	cpu, wall time.Duration
+	bytes     int64
+	events    int
+}
+
+// runLayout stores every commit's requests into a fresh file at path with
+// layout l, as the writer would: one IMMEDIATE transaction a commit, WAL,
+// the store's pragmas and incremental auto-vacuum.
+func runLayout(ctx context.Context, c leversConfig, l leverLayout, path string, commits [][][]logEvent) (f leverFigure, err error) {
+	runtime.GC()
+	beginCPU, begin := processCPU(), time.Now()
+	db, err := sql.Open("sqlite", rawDSN(path, c.sync)+"&_pragma="+fmt.Sprintf("wal_autocheckpoint(%d)", l.autoCheckpoint))
+	if err != nil {
+		return f, err
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	for _, stmt := range append([]string{`PRAGMA auto_vacuum = INCREMENTAL`, `VACUUM`}, l.shape.schema()...) {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			return f, fmt.Errorf("%s: %w", stmt, err)
+		}
+	}
+	s := &leverStore{}
+	at := time.Now().UnixNano()
+	for _, requests := range commits {
+		s.tx, err = db.BeginTx(ctx, nil)
+		if err != nil {
+			return f, err
+		}
+		if err := s.insert(l.shape, requests, at); err != nil {
+			s.tx.Rollback()
+			return f, err
+		}
+		if err := s.tx.Commit(); err != nil {
+			return f, err
+		}
+	}
+	if err := db.Close(); err != nil {
+		return f, err
+	}
+	f.cpu, f.wall, f.events = cpuSince(beginCPU), time.Since(begin), s.inserted
+	for _, p := range []string{path, path + "-wal"} {
+		if info, err := os.Stat(p); err == nil {
+			f.bytes += info.Size()
+		}
+	}
+	return f, nil
+}
+
+// leverCommits maps compare's requests to the log's rows, floorGroup
+// requests a commit, and returns them with the number of events.
+func leverCommits(bodies [][]byte) ([][][]logEvent, int, error) {
+	var commits [][][]logEvent
+	events := 0
+	for i, b := range bodies {
+		req := ptraceotlp.NewExportRequest()
+		if err := req.UnmarshalProto(b); err != nil {
+			return nil, 0, err
+		}
+		res := ingest.MapOTLP(req.Traces(), ingest.OTLPConfig{Limits: ingest.DefaultLimits})
+		if res.Rejected != 0 {
+			return nil, 0, fmt.Errorf("%d spans rejected: %v", res.Rejected, res.Reasons)
+		}
+		evs := make([]logEvent, len(res.Events))
+		for j, ev := range res.Events {
+			evs[j] = logEvent{ev.ID, string(ev.Type), ev.Entity(), ev.ExecutionID(), ev.Body}
+		}
+		events += len(evs)
+		if i%floorGroup == 0 {
+			commits = append(commits, nil)
+		}
+		commits[len(commits)-1] = append(commits[len(commits)-1], evs)
+	}
+	return commits, events, nil
+}
+
+// runLevers stores compare's requests (random trace ids) into the event
+// log laid out in each way, one lever at a time against today's layout,
+// interleaved round by round, and prints the medians and their ratio to
+// the baseline's.
+func runLevers(c leversConfig, dir string, out io.Writer) error {
+	ctx := context.Background()
+	bodies, spans, _, err := compareRequestsWith(c.spans, 1, "protobuf", randomIDs)
+	if err != nil {
+		return err
+	}
+	commits, events, err := leverCommits(bodies[0])
+	if err != nil {
+		return err
+	}
+	layouts := leverLayouts()
+	figures := make([][]leverFigure, len(layouts))
+	for r := range c.rounds {
+		for i, l := range layouts {
+			path := filepath.Join(dir, fmt.Sprintf("levers-%d-%d.db", r, i))
+			f, err := runLayout(ctx, c, l, path, commits)
+			if err != nil {
+				return fmt.Errorf("%s: %w", l.name, err)
+			}
+			if f.events != events {
+				return fmt.Errorf("%s: stored %d events, want %d", l.name, f.events, events)
+			}
+			figures[i] = append(figures[i], f)
+			os.Remove(path)
+		}
+	}
+
+	fmt.Fprintf(out, "compare's requests (%d spans, %d events, 100 spans a request, half oncetrace-shaped, half Vercel AI SDK-shaped, random trace ids),\n", spans, events)
+	fmt.Fprintf(out, "decoded and mapped beforehand (not counted), stored from one goroutine into raw SQLite tables, %d requests a commit, -sync %s,\n", floorGroup, c.sync)
+	fmt.Fprintf(out, "every layout on a fresh file, %d interleaved rounds, medians. CPU and time include opening, the schema and the close's checkpoint;\n", c.rounds)
+	fmt.Fprintln(out, "bytes are the file after it closes. The baseline is today's event log alone (floor's third stage without decode and map).")
+	fmt.Fprintln(out)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "layout\tCPU µs/span\tbytes/span\tspans/s\tCPU ×\tbytes ×\tspans/s ×\t")
+	type medians struct{ cpu, bytes, rate float64 }
+	med := make([]medians, len(layouts))
+	for i, fs := range figures {
+		var cpu, bytes, rate []float64
+		for _, f := range fs {
+			cpu = append(cpu, float64(f.cpu)/float64(time.Microsecond)/float64(spans))
+			bytes = append(bytes, float64(f.bytes)/float64(spans))
+			rate = append(rate, float64(spans)/f.wall.Seconds())
+		}
+		med[i] = medians{median(cpu), median(bytes), median(rate)}
+	}
+	for i, l := range layouts {
+		m, b := med[i], med[0]
+		fmt.Fprintf(tw, "%s\t%.1f\t%.0f\t%.0f\t%.2f\t%.2f\t%.2f\t\n", l.name, m.cpu, m.bytes, m.rate, m.cpu/b.cpu, m.bytes/b.bytes, m.rate/b.rate)
+	}
+	return tw.Flush()
+}
+
+// blockBody is how a reader of the block layout finds one event's body:
+// its block inflated, size bytes from at.
+func blockBody(ctx context.Context, db *sql.DB, seq int64) ([]byte, error) {
+	var at, size int
+	var block []byte
+	err := db.QueryRowContext(ctx, `SELECT e.at, e.size, b.bodies FROM events e JOIN blocks b ON b.block = e.block WHERE e.seq = ?`, seq).
+		Scan(&at, &size, &block)
+	if err != nil {
+		return nil, fmt.Errorf("event %d: %w", seq, err)
+	}
+	raw, err := io.ReadAll(flate.NewReader(bytes.NewReader(block)))
+	if err != nil {
+		return nil, fmt.Errorf("event %d: inflate: %w", seq, err)
+	}
+	if at+size > len(raw) {
+		return nil, fmt.Errorf("event %d: body at %d+%d past the block's %d bytes", seq, at, size, len(raw))
+	}
+	return raw[at : at+size], nil
+}

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Every layout must store each event once: compare's requests sent twice
+// (every request retried) leave as many rows as sent once, and the block
+// layouts give every body back byte for byte.
+func TestLeverLayoutsDedupeAndReadBack(t *testing.T) {
+	bodies, _, _, err := compareRequestsWith(1000, 1, "protobuf", randomIDs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commits, events, err := leverCommits(bodies[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sent []logEvent
+	for _, c := range commits {
+		sent = append(sent, flatten(c)...)
+	}
+	for _, ev := range sent {
+		// (b') drops the id column: the body must hold the id.
+		if !bytes.Contains(ev.body, []byte(`"`+ev.id+`"`)) {
+			t.Fatalf("event %s: body %s does not hold its id", ev.id, ev.body)
+		}
+	}
+	retried := append(append([][][]logEvent{}, commits...), commits...)
+	c := leversConfig{}
+	c.syncName = "normal"
+	if err := c.check(); err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range leverLayouts() {
+		t.Run(l.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "levers.db")
+			f, err := runLayout(context.Background(), c, l, path, retried)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.events != events || f.bytes <= 0 {
+				t.Fatalf("layout %d: got %d events stored in %d bytes, want %d events", i, f.events, f.bytes, events)
+			}
+			if !l.shape.blocks {
+				return
+			}
+			db, err := sql.Open("sqlite", rawDSN(path, c.sync))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			for j, ev := range sent {
+				got, err := blockBody(context.Background(), db, int64(j+1))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, ev.body) {
+					t.Fatalf("event %d: got body %s, want %s", j+1, got, ev.body)
+				}
+			}
+		})
+	}
+}
+
+// oncebench levers -quick runs every layout and prints each against the
+// baseline.
+func TestLeversSuiteRuns(t *testing.T) {
+	var out bytes.Buffer
+	if err := run([]string{"levers", "-spans", "1000", "-rounds", "1", "-dir", t.TempDir()}, &out); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	for _, l := range leverLayouts() {
+		if !strings.Contains(text, l.name) {
+			t.Errorf("output has no line for %q:\n%s", l.name, text)
+		}
+	}
+	if !strings.Contains(text, "1.00     1.00       1.00") {
+		t.Errorf("output has no baseline line of ratios 1.00:\n%s", text)
+	}
+}
