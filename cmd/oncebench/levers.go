@@ -15,10 +15,6 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-
-	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
-
-	"github.com/oncetrace/oncetrace/ingest"
 )
 
 // leversConfig is oncebench levers' flags.
@@ -370,16 +366,12 @@ func leverCommits(bodies [][]byte) ([][][]logEvent, int, error) {
 	var commits [][][]logEvent
 	events := 0
 	for i, b := range bodies {
-		req := ptraceotlp.NewExportRequest()
-		if err := req.UnmarshalProto(b); err != nil {
+		mapped, err := decodeAndMap(b)
+		if err != nil {
 			return nil, 0, err
 		}
-		res := ingest.MapOTLP(req.Traces(), ingest.OTLPConfig{Limits: ingest.DefaultLimits})
-		if res.Rejected != 0 {
-			return nil, 0, fmt.Errorf("%d spans rejected: %v", res.Rejected, res.Reasons)
-		}
-		evs := make([]logEvent, len(res.Events))
-		for j, ev := range res.Events {
+		evs := make([]logEvent, len(mapped))
+		for j, ev := range mapped {
 			evs[j] = logEvent{ev.ID, string(ev.Type), ev.Entity(), ev.ExecutionID(), ev.Body}
 		}
 		events += len(evs)
@@ -444,7 +436,64 @@ func runLevers(c leversConfig, dir string, out io.Writer) error {
 		m, b := med[i], med[0]
 		fmt.Fprintf(tw, "%s\t%.1f\t%.0f\t%.0f\t%.2f\t%.2f\t%.2f\t\n", l.name, m.cpu, m.bytes, m.rate, m.cpu/b.cpu, m.bytes/b.bytes, m.rate/b.rate)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return printWriterObjects(ctx, c, dir, bodies[0], spans, out)
+}
+
+// printWriterObjects weighs what the writer stores of the same requests,
+// table by table, and what the spans only the log's reader needs (HTTP
+// and context spans: no page draws them) take of it.
+func printWriterObjects(ctx context.Context, c leversConfig, dir string, bodies [][]byte, spans int, out io.Writer) error {
+	objects, roles, err := writerObjects(ctx, c, filepath.Join(dir, "levers-writer.db"), bodies)
+	if err != nil {
+		return fmt.Errorf("the writer: %w", err)
+	}
+	fmt.Fprintln(out)
+	fmt.Fprintln(out, "The same requests through the writer (everything serve stores), each table and index of the file it leaves (dbstat):")
+	fmt.Fprintln(out)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "table or index\tof table\tbytes/span\trows/span\t")
+	var total, spansBytes, derivedRows, smallBytes int64
+	small := 0
+	for _, o := range objects {
+		if o.table == "spans" {
+			spansBytes += o.bytes
+		}
+		if o.rows > 0 && o.table != "events" {
+			derivedRows += o.rows
+		}
+		total += o.bytes
+		// The tables a span never writes weigh a page or two each.
+		if o.bytes < int64(spans) {
+			small++
+			smallBytes += o.bytes
+			continue
+		}
+		rows := "–"
+		if o.rows >= 0 {
+			rows = fmt.Sprintf("%.2f", float64(o.rows)/float64(spans))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%s\t\n", o.name, o.table, float64(o.bytes)/float64(spans), rows)
+	}
+	fmt.Fprintf(tw, "%d others under 1 B a span\t\t%.1f\t\t\n", small, float64(smallBytes)/float64(spans))
+	fmt.Fprintf(tw, "all\t\t%.0f\t%.2f derived\t\n", float64(total)/float64(spans), float64(derivedRows)/float64(spans))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	var spanRows int64
+	for _, n := range roles {
+		spanRows += n
+	}
+	logOnly := roles["http"] + roles["context"]
+	fmt.Fprintf(out, "\nspans rows by role: model %d, http %d, context %d (of %d spans sent).\n", roles["model"], roles["http"], roles["context"], spans)
+	if spanRows > 0 {
+		saved := float64(spansBytes) * float64(logOnly) / float64(spanRows) / float64(spans)
+		fmt.Fprintf(out, "HTTP and context spans, read from the log on demand instead of kept as rows: %d of %d spans rows, about %.0f B a span of the spans table and its index (%.0f%% of the writer's %.0f B).\n",
+			logOnly, spanRows, saved, 100*saved*float64(spans)/float64(total), float64(total)/float64(spans))
+	}
+	return nil
 }
 
 // blockBody is how a reader of the block layout finds one event's body:
@@ -465,4 +514,73 @@ func blockBody(ctx context.Context, db *sql.DB, seq int64) ([]byte, error) {
 		return nil, fmt.Errorf("event %d: body at %d+%d past the block's %d bytes", seq, at, size, len(raw))
 	}
 	return raw[at : at+size], nil
+}
+
+// derivedObject is one table or index of the writer's database: its pages'
+// bytes and, for a table, its rows.
+type derivedObject struct {
+	name, table string
+	bytes       int64
+	rows        int64 // -1 for an index
+}
+
+// writerObjects runs the writer (everything serve stores) over bodies into
+// a fresh store at path and weighs each table and index of the file it
+// leaves (SQLite's dbstat), with the spans table's rows by role.
+func writerObjects(ctx context.Context, c leversConfig, path string, bodies [][]byte) ([]derivedObject, map[string]int64, error) {
+	if err := runWriter(ctx, c.sync, path, bodies); err != nil {
+		return nil, nil, err
+	}
+	db, err := sql.Open("sqlite", rawDSN(path, c.sync))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, `SELECT d.name, m.tbl_name, m.type, sum(d.pgsize) FROM dbstat d JOIN sqlite_master m ON m.name = d.name
+		GROUP BY d.name ORDER BY sum(d.pgsize) DESC`)
+	if err != nil {
+		return nil, nil, fmt.Errorf("dbstat: %w", err)
+	}
+	var objects []derivedObject
+	for rows.Next() {
+		var o derivedObject
+		var kind string
+		if err := rows.Scan(&o.name, &o.table, &kind, &o.bytes); err != nil {
+			rows.Close()
+			return nil, nil, err
+		}
+		o.rows = -1
+		if kind == "table" {
+			o.rows = 0
+		}
+		objects = append(objects, o)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, nil, err
+	}
+	for i, o := range objects {
+		if o.rows < 0 {
+			continue
+		}
+		// Names come from sqlite_master, not from input.
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM "`+o.name+`"`).Scan(&objects[i].rows); err != nil {
+			return nil, nil, fmt.Errorf("count %s: %w", o.name, err)
+		}
+	}
+	roles := map[string]int64{}
+	rows, err = db.QueryContext(ctx, `SELECT role, count(*) FROM spans GROUP BY role`)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var role string
+		var n int64
+		if err := rows.Scan(&role, &n); err != nil {
+			return nil, nil, err
+		}
+		roles[role] = n
+	}
+	return objects, roles, rows.Err()
 }

@@ -68,8 +68,8 @@ func TestLeverLayoutsDedupeAndReadBack(t *testing.T) {
 	}
 }
 
-// oncebench levers -quick runs every layout and prints each against the
-// baseline.
+// oncebench levers runs every layout and prints each against the
+// baseline, then weighs the writer's tables.
 func TestLeversSuiteRuns(t *testing.T) {
 	var out bytes.Buffer
 	if err := run([]string{"levers", "-spans", "1000", "-rounds", "1", "-dir", t.TempDir()}, &out); err != nil {
@@ -80,6 +80,9 @@ func TestLeversSuiteRuns(t *testing.T) {
 		if !strings.Contains(text, l.name) {
 			t.Errorf("output has no line for %q:\n%s", l.name, text)
 		}
+	}
+	if !strings.Contains(text, "spans rows by role: model 200, http 200") {
+		t.Errorf("output has no count of the writer's spans rows by role (1,000 spans: 200 model, 200 HTTP):\n%s", text)
 	}
 	if !strings.Contains(text, "1.00     1.00       1.00") {
 		t.Errorf("output has no baseline line of ratios 1.00:\n%s", text)
