@@ -5,6 +5,7 @@ import (
 	"compress/flate"
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"flag"
 	"fmt"
 	"hash/fnv"
@@ -65,10 +66,23 @@ type logShape struct {
 	level       int  // flate level of the blocks
 	noEntity    bool // no entity index
 	noExecution bool // no execution_id index
+	// perRequest: no row an event. A request is one row (its events'
+	// bodies deflated, each behind its length); an event is an entry of
+	// the dedupe index (id hash -> request) and one of the entity index
+	// (entity hash -> request), both fixed-width. Its type, entity and
+	// execution are read from its body.
+	perRequest bool
 }
 
 // schema is the shape's CREATE statements.
 func (sh logShape) schema() []string {
+	if sh.perRequest {
+		return []string{
+			`CREATE TABLE requests (seq INTEGER PRIMARY KEY, events INTEGER NOT NULL, bodies BLOB NOT NULL, received_at INTEGER NOT NULL)`,
+			`CREATE TABLE event_ids (id_hash INTEGER PRIMARY KEY, request INTEGER NOT NULL) WITHOUT ROWID`,
+			`CREATE TABLE event_entities (entity_hash INTEGER NOT NULL, request INTEGER NOT NULL, PRIMARY KEY (entity_hash, request)) WITHOUT ROWID`,
+		}
+	}
 	var cols []string
 	add := func(c ...string) { cols = append(cols, c...) }
 	add("seq INTEGER PRIMARY KEY")
@@ -139,8 +153,10 @@ func leverLayouts() []leverLayout {
 		{"(e') wal_autocheckpoint 4,000 pages", logShape{}, 4000},
 		{"(e'') wal_autocheckpoint 16,000 pages", logShape{}, 16000},
 		{"(b')+(b'')+(c)+(d): hashes, blocks, entity index", all, 1000},
-		{"the same, wal_autocheckpoint 16,000 pages", all, 16000},
+		{"(b')+(b'')+(c)+(d), wal_autocheckpoint 16,000 pages", all, 16000},
 		{"(b')+(c)+(d'): hash, blocks, no other index", bare, 1000},
+		{"(f) a row a request, fixed-width id and entity indexes", logShape{perRequest: true, level: flate.BestSpeed}, 1000},
+		{"(f), wal_autocheckpoint 16,000 pages", logShape{perRequest: true, level: flate.BestSpeed}, 16000},
 	}
 }
 
@@ -226,6 +242,9 @@ func idHash(id string) int64 {
 // stored. With blocks, a request's rows go first and its block after, so a
 // request whose events were all stored already (a retry) leaves none.
 func (s *leverStore) insert(sh logShape, requests [][]logEvent, at int64) error {
+	if sh.perRequest {
+		return s.insertRequests(sh, requests, at)
+	}
 	var cols []string
 	if sh.hashID {
 		cols = append(cols, "id_hash")
@@ -494,6 +513,114 @@ func printWriterObjects(ctx context.Context, c leversConfig, dir string, bodies 
 			logOnly, spanRows, saved, 100*saved*float64(spans)/float64(total), float64(total)/float64(spans))
 	}
 	return nil
+}
+
+// insertRequests stores each request as one row of deflated bodies, its
+// events' ids and entities as entries of the two fixed-width indexes: the
+// ids first, so that a request's duplicates (a retry) leave neither body
+// nor entity entry.
+func (s *leverStore) insertRequests(sh logShape, requests [][]logEvent, at int64) error {
+	if s.deflate == nil {
+		w, err := flate.NewWriter(&s.packed, sh.level)
+		if err != nil {
+			return err
+		}
+		s.deflate = w
+	}
+	for _, evs := range requests {
+		request := s.nextBlock + 1
+		fresh := map[int64]bool{}
+		err := chunks(evs, func(chunk []logEvent) error {
+			args := make([]any, 0, 2*len(chunk))
+			for _, ev := range chunk {
+				args = append(args, idHash(ev.id), request)
+			}
+			rows, err := s.tx.Query(rowsQuery(`INSERT INTO event_ids (id_hash, request) VALUES `, `(?, ?)`, len(chunk),
+				` ON CONFLICT (id_hash) DO NOTHING RETURNING id_hash`), args...)
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var h int64
+				if err := rows.Scan(&h); err != nil {
+					return err
+				}
+				fresh[h] = true
+			}
+			return rows.Err()
+		})
+		if err != nil {
+			return err
+		}
+		if len(fresh) == 0 {
+			continue
+		}
+		s.raw.Reset()
+		var stored []logEvent
+		for _, ev := range evs {
+			if h := idHash(ev.id); fresh[h] {
+				delete(fresh, h) // the first of an id repeated in the request
+				s.raw.Write(binary.AppendUvarint(nil, uint64(len(ev.body))))
+				s.raw.Write(ev.body)
+				stored = append(stored, ev)
+			}
+		}
+		s.packed.Reset()
+		s.deflate.Reset(&s.packed)
+		if _, err := s.deflate.Write(s.raw.Bytes()); err != nil {
+			return err
+		}
+		if err := s.deflate.Close(); err != nil {
+			return err
+		}
+		if _, err := s.tx.Exec(`INSERT INTO requests (seq, events, bodies, received_at) VALUES (?, ?, ?, ?)`, request, len(stored), s.packed.Bytes(), at); err != nil {
+			return err
+		}
+		err = chunks(stored, func(chunk []logEvent) error {
+			args := make([]any, 0, 2*len(chunk))
+			for _, ev := range chunk {
+				args = append(args, idHash(ev.entity), request)
+			}
+			_, err := s.tx.Exec(rowsQuery(`INSERT INTO event_entities (entity_hash, request) VALUES `, `(?, ?)`, len(chunk),
+				` ON CONFLICT DO NOTHING`), args...)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		s.inserted += len(stored)
+		s.nextBlock++
+	}
+	return nil
+}
+
+// requestBody is how a reader of the per-request layout finds one event's
+// body by its id: the dedupe index names the request, whose bodies are
+// inflated and walked to the one holding the id.
+func requestBody(ctx context.Context, db *sql.DB, id string) ([]byte, error) {
+	var bodies []byte
+	err := db.QueryRowContext(ctx, `SELECT r.bodies FROM event_ids e JOIN requests r ON r.seq = e.request WHERE e.id_hash = ?`, idHash(id)).Scan(&bodies)
+	if err != nil {
+		return nil, fmt.Errorf("event %s: %w", id, err)
+	}
+	raw, err := io.ReadAll(flate.NewReader(bytes.NewReader(bodies)))
+	if err != nil {
+		return nil, fmt.Errorf("event %s: inflate: %w", id, err)
+	}
+	want := []byte(`"id":"` + id + `"`)
+	for len(raw) > 0 {
+		n, k := binary.Uvarint(raw)
+		if k <= 0 || uint64(len(raw)-k) < n {
+			return nil, fmt.Errorf("event %s: a request's bodies end short", id)
+		}
+		body := raw[k : k+int(n)]
+		if bytes.Contains(body, want) {
+			return body, nil
+		}
+		raw = raw[k+int(n):]
+	}
+	return nil, fmt.Errorf("event %s: not in its request", id)
 }
 
 // blockBody is how a reader of the block layout finds one event's body:
