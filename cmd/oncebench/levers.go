@@ -57,7 +57,8 @@ type logEvent struct {
 // (0001_init.sql, 0006_retention.sql): seq is already the rowid, in arrival
 // order; the TEXT id carries a unique index (dedupe); entity an index (the
 // writer folding an entity's events, prune); execution_id one (retention,
-// placeholder checks). No page reads the log through any of them.
+// placeholder checks, the live feed of one execution). No page's render
+// reads the log through any of them.
 type logShape struct {
 	hashID      bool // dedupe on an 8-byte hash of the id, UNIQUE, instead of the TEXT id's index
 	dropID      bool // with hashID: no id column (the canonical body holds the id)
