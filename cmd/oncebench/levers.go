@@ -334,6 +334,7 @@ type leverFigure struct {
 	cpu, wall time.Duration
 	bytes     int64
 	events    int
+	read      time.Duration // wall time to read one event's body by its id
 }
 
 // runLayout stores every commit's requests into a fresh file at path with
@@ -417,6 +418,13 @@ func runLevers(c leversConfig, dir string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var all, sample []logEvent // sample: leverReads events spread over the run
+	for _, c := range commits {
+		all = append(all, flatten(c)...)
+	}
+	for i := 0; i < len(all); i += max(1, len(all)/leverReads) {
+		sample = append(sample, all[i])
+	}
 	layouts := leverLayouts()
 	figures := make([][]leverFigure, len(layouts))
 	for r := range c.rounds {
@@ -429,6 +437,9 @@ func runLevers(c leversConfig, dir string, out io.Writer) error {
 			if f.events != events {
 				return fmt.Errorf("%s: stored %d events, want %d", l.name, f.events, events)
 			}
+			if f.read, err = timeReads(ctx, c, l.shape, path, sample); err != nil {
+				return fmt.Errorf("%s: %w", l.name, err)
+			}
 			figures[i] = append(figures[i], f)
 			os.Remove(path)
 		}
@@ -438,23 +449,26 @@ func runLevers(c leversConfig, dir string, out io.Writer) error {
 	fmt.Fprintf(out, "decoded and mapped beforehand (not counted), stored from one goroutine into raw SQLite tables, %d requests a commit, -sync %s,\n", floorGroup, c.sync)
 	fmt.Fprintf(out, "every layout on a fresh file, %d interleaved rounds, medians. CPU and time include opening, the schema and the close's checkpoint;\n", c.rounds)
 	fmt.Fprintln(out, "bytes are the file after it closes. The baseline is today's event log alone (floor's third stage without decode and map).")
+	fmt.Fprintf(out, "read: wall time to read one event's body by its id, %d events spread over the run, the file reopened (page cache warm).\n", len(sample))
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "layout\tCPU µs/span\tbytes/span\tspans/s\tCPU ×\tbytes ×\tspans/s ×\t")
-	type medians struct{ cpu, bytes, rate float64 }
+	fmt.Fprintln(tw, "layout\tCPU µs/span\tbytes/span\tspans/s\tread µs/body\tCPU ×\tbytes ×\tspans/s ×\tread ×\t")
+	type medians struct{ cpu, bytes, rate, read float64 }
 	med := make([]medians, len(layouts))
 	for i, fs := range figures {
-		var cpu, bytes, rate []float64
+		var cpu, bytes, rate, read []float64
 		for _, f := range fs {
 			cpu = append(cpu, float64(f.cpu)/float64(time.Microsecond)/float64(spans))
 			bytes = append(bytes, float64(f.bytes)/float64(spans))
 			rate = append(rate, float64(spans)/f.wall.Seconds())
+			read = append(read, float64(f.read)/float64(time.Microsecond))
 		}
-		med[i] = medians{median(cpu), median(bytes), median(rate)}
+		med[i] = medians{median(cpu), median(bytes), median(rate), median(read)}
 	}
 	for i, l := range layouts {
 		m, b := med[i], med[0]
-		fmt.Fprintf(tw, "%s\t%.1f\t%.0f\t%.0f\t%.2f\t%.2f\t%.2f\t\n", l.name, m.cpu, m.bytes, m.rate, m.cpu/b.cpu, m.bytes/b.bytes, m.rate/b.rate)
+		fmt.Fprintf(tw, "%s\t%.1f\t%.0f\t%.0f\t%.1f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", l.name, m.cpu, m.bytes, m.rate, m.read,
+			m.cpu/b.cpu, m.bytes/b.bytes, m.rate/b.rate, m.read/b.read)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -622,6 +636,57 @@ func requestBody(ctx context.Context, db *sql.DB, id string) ([]byte, error) {
 		raw = raw[k+int(n):]
 	}
 	return nil, fmt.Errorf("event %s: not in its request", id)
+}
+
+// leverReads is how many events' bodies each layout is timed reading.
+const leverReads = 1000
+
+// timeReads opens the layout's file at path and reads each sampled event's
+// body by its id, checking it, and returns the wall time a read.
+func timeReads(ctx context.Context, c leversConfig, sh logShape, path string, sample []logEvent) (time.Duration, error) {
+	db, err := sql.Open("sqlite", rawDSN(path, c.sync)+"&_pragma=query_only(1)")
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	begin := time.Now()
+	for _, ev := range sample {
+		body, err := bodyByID(ctx, db, sh, ev.id)
+		if err != nil {
+			return 0, err
+		}
+		if !bytes.Equal(body, ev.body) {
+			return 0, fmt.Errorf("event %s: read back %d bytes unlike the %d stored", ev.id, len(body), len(ev.body))
+		}
+	}
+	return time.Since(begin) / time.Duration(len(sample)), nil
+}
+
+// bodyByID reads one event's body by its id from a layout of the log: what
+// a reader of spans kept only in the log (HTTP and context spans, read on
+// demand) would do.
+func bodyByID(ctx context.Context, db *sql.DB, sh logShape, id string) ([]byte, error) {
+	var body []byte
+	var err error
+	switch {
+	case sh.perRequest:
+		return requestBody(ctx, db, id)
+	case sh.blocks:
+		var seq int64
+		if err := db.QueryRowContext(ctx, `SELECT seq FROM events WHERE id_hash = ?`, idHash(id)).Scan(&seq); err != nil {
+			return nil, fmt.Errorf("event %s: %w", id, err)
+		}
+		return blockBody(ctx, db, seq)
+	case sh.hashID:
+		err = db.QueryRowContext(ctx, `SELECT body FROM events WHERE id_hash = ?`, idHash(id)).Scan(&body)
+	default:
+		err = db.QueryRowContext(ctx, `SELECT body FROM events WHERE id = ?`, id).Scan(&body)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("event %s: %w", id, err)
+	}
+	return body, nil
 }
 
 // blockBody is how a reader of the block layout finds one event's body:
