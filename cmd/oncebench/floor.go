@@ -70,34 +70,6 @@ func runFloor(c floorConfig, dir string, out io.Writer) error {
 		req := ptraceotlp.NewExportRequest()
 		return req, req.UnmarshalProto(body)
 	}
-	mapped := func(body []byte) ([]trace.Event, error) {
-		req, err := decode(body)
-		if err != nil {
-			return nil, err
-		}
-		res := ingest.MapOTLP(req.Traces(), ingest.OTLPConfig{Limits: ingest.DefaultLimits})
-		if res.Rejected != 0 {
-			return nil, fmt.Errorf("%d spans rejected: %v", res.Rejected, res.Reasons)
-		}
-		return res.Events, nil
-	}
-	eachGroup := func(bodies [][]byte, fn func([]trace.Event) error) error {
-		var group []trace.Event
-		for i, b := range bodies {
-			evs, err := mapped(b)
-			if err != nil {
-				return err
-			}
-			group = append(group, evs...)
-			if (i+1)%floorGroup == 0 || i == len(bodies)-1 {
-				if err := fn(group); err != nil {
-					return err
-				}
-				group = group[:0]
-			}
-		}
-		return nil
-	}
 	// intoLog inserts every group's events into a fresh store's event log
 	// and nothing else, with their bodies or with {} for each.
 	intoLog := func(ctx context.Context, path string, bodies [][]byte, emptied bool) error {
@@ -141,21 +113,7 @@ func runFloor(c floorConfig, dir string, out io.Writer) error {
 			return intoLog(ctx, path, bodies, true)
 		}},
 		{"decode, map, the writer (all serve stores)", func(ctx context.Context, path string, bodies [][]byte) error {
-			db, err := sqlite.Open(ctx, path, c.sync)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			w := writer.New(db, writer.DefaultConfig)
-			err = eachGroup(bodies, func(evs []trace.Event) error {
-				_, err := w.Write(ctx, evs)
-				return err
-			})
-			w.Close()
-			if err != nil {
-				return err
-			}
-			return db.Close()
+			return runWriter(ctx, c.sync, path, bodies)
 		}},
 	}
 
@@ -219,4 +177,58 @@ func runFloor(c floorConfig, dir string, out io.Writer) error {
 	fmt.Fprintf(out, "everything derived from it adds %.1f µs and %.0f B a span.\n",
 		float64(full.cpu-log.cpu)/float64(time.Microsecond), full.disk-log.disk)
 	return nil
+}
+
+// decodeAndMap is serve's OTLP path up to the store: the request decoded
+// and its spans mapped to events, none rejected.
+func decodeAndMap(body []byte) ([]trace.Event, error) {
+	req := ptraceotlp.NewExportRequest()
+	if err := req.UnmarshalProto(body); err != nil {
+		return nil, err
+	}
+	res := ingest.MapOTLP(req.Traces(), ingest.OTLPConfig{Limits: ingest.DefaultLimits})
+	if res.Rejected != 0 {
+		return nil, fmt.Errorf("%d spans rejected: %v", res.Rejected, res.Reasons)
+	}
+	return res.Events, nil
+}
+
+// eachGroup maps the requests and calls fn with the events of floorGroup
+// of them at a time, one commit's worth.
+func eachGroup(bodies [][]byte, fn func([]trace.Event) error) error {
+	var group []trace.Event
+	for i, b := range bodies {
+		evs, err := decodeAndMap(b)
+		if err != nil {
+			return err
+		}
+		group = append(group, evs...)
+		if (i+1)%floorGroup == 0 || i == len(bodies)-1 {
+			if err := fn(group); err != nil {
+				return err
+			}
+			group = group[:0]
+		}
+	}
+	return nil
+}
+
+// runWriter takes the requests through the writer into a fresh store at
+// path, a group a commit: everything serve stores.
+func runWriter(ctx context.Context, sync sqlite.Sync, path string, bodies [][]byte) error {
+	db, err := sqlite.Open(ctx, path, sync)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	w := writer.New(db, writer.DefaultConfig)
+	err = eachGroup(bodies, func(evs []trace.Event) error {
+		_, err := w.Write(ctx, evs)
+		return err
+	})
+	w.Close()
+	if err != nil {
+		return err
+	}
+	return db.Close()
 }

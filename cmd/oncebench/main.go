@@ -10,6 +10,8 @@
 //	oncebench all [-quick]    the four in order
 //	oncebench search [flags]  search time at 10,000 and 1,000,000 events (minutes; not part of all)
 //	oncebench reads [flags]   every read at 10k, 100k (and -million: 1M) executions, and the ratio (minutes; not part of all)
+//	oncebench floor [flags]   compare's requests through serve's stages one by one, CPU and bytes a span each
+//	oncebench levers [flags]  the event log laid out each way the floor points at, against today's layout
 //	oncebench compare [flags] OTLP ingest against Jaeger with Badger, interleaved (minutes; not part of all)
 //
 // `make bench` runs `oncebench all`; -quick is a CI-sized run of each.
@@ -45,6 +47,8 @@ var standalone = []struct {
 		suite("reads", "read scaling", readsFlags, runReads)},
 	{"floor", "compare's requests through serve's stages one by one (decode, map, event log, writer), CPU and bytes a span each, random and sequential ids",
 		suite("floor", "what each stage of OTLP ingest costs", floorFlags, runFloor)},
+	{"levers", "compare's requests into the event log laid out each way the floor points at (hashed ids, compressed blocks, fewer indexes, checkpoints), against today's",
+		suite("levers", "event log storage levers", leversFlags, runLevers)},
 	{"compare", "OTLP ingest against Jaeger with Badger, the same requests to each, interleaved (builds Jaeger once, ~5 min)",
 		suite("compare", "OTLP ingest against Jaeger", compareFlags, runCompare)},
 }
