@@ -31,187 +31,270 @@ func (w World) Runs() []Run {
 // runs is Runs, with the stray traces (StrayTraces): their spans make no
 // run, and each of their effects joins the one run InferAttempt finds for
 // it, if any (JoinedExecutionID and Inferred set on the run's copy).
+//
+// The runs are built in steps, each adding one kind of record: the order
+// of the steps is what Runs' order and ownership rules rest on.
 func (w World) runs() ([]Run, map[string]bool) {
-	var runs []Run
-	index := map[string]int{} // execution id -> position in runs
-	for _, e := range w.Executions {
-		if _, dup := index[e.ID]; dup {
+	b := newRunBuilder(w.Effects)
+	b.addExecutions(w.Executions)
+	b.addSteps(w.Steps)
+	b.indexKeys()
+	b.dropStray(w.Spans)
+	b.addSpans(w.Spans)
+	b.indexTraces()
+	b.addTraceExecutions(w.Effects)
+	for _, e := range w.Effects {
+		b.addEffect(e)
+	}
+	b.addPeers()
+	for i := range b.runs {
+		b.runs[i].FoldHTTPCalls() // as the store's loadRun does, after keys decided who owns what
+	}
+	return b.runs, b.stray
+}
+
+// runSender is a run that sent an idempotency key, and the provider its
+// attempt named ("" for none).
+type runSender struct {
+	run      int
+	provider string
+}
+
+// runBuilder holds the runs being built and the indexes the steps of
+// World.runs share.
+type runBuilder struct {
+	runs      []Run
+	index     map[string]int         // execution id -> position in runs
+	fed       map[string]bool        // every provider with an effect anywhere
+	keyRuns   map[string][]int       // key -> runs whose attempts sent it, each once
+	senders   map[string][]runSender // key -> each (run, provider) that sent it, once
+	traceRuns map[string][]int       // trace id -> runs with a span or attempt of it, or named after it
+	stray     map[string]bool        // the stray traces
+}
+
+func newRunBuilder(effects []Effect) *runBuilder {
+	b := &runBuilder{index: map[string]int{}, fed: map[string]bool{}, keyRuns: map[string][]int{},
+		senders: map[string][]runSender{}, traceRuns: map[string][]int{}}
+	for _, e := range effects {
+		if e.Provider != "" {
+			b.fed[e.Provider] = true
+		}
+	}
+	return b
+}
+
+// newRun appends a run for an execution known only from its records.
+func (b *runBuilder) newRun(id string) int {
+	i := len(b.runs)
+	b.index[id] = i
+	b.runs = append(b.runs, Run{Execution: Execution{ID: id, Status: StatusRunning}, FedProviders: maps.Clone(b.fed)})
+	return i
+}
+
+// runOf is the position of id's run, made when there is none.
+func (b *runBuilder) runOf(id string) int {
+	if i, ok := b.index[id]; ok {
+		return i
+	}
+	return b.newRun(id)
+}
+
+func (b *runBuilder) addExecutions(executions []Execution) {
+	for _, e := range executions {
+		if _, dup := b.index[e.ID]; dup {
 			continue
 		}
-		index[e.ID] = len(runs)
-		runs = append(runs, Run{Execution: e})
+		b.index[e.ID] = len(b.runs)
+		b.runs = append(b.runs, Run{Execution: e})
 	}
-	for _, s := range w.Steps {
+}
+
+// addSteps puts each step in its execution's run, merging repeats.
+func (b *runBuilder) addSteps(steps []Step) {
+	for _, s := range steps {
 		execID := s.ExecutionID
 		if execID == "" && len(s.Attempts) > 0 {
 			execID = s.Attempts[0].ExecutionID
 		}
-		i, ok := index[execID]
-		if !ok {
-			i = len(runs)
-			index[execID] = i
-			runs = append(runs, Run{Execution: Execution{ID: execID, Status: StatusRunning}})
-		}
-		runs[i].Steps = addStep(runs[i].Steps, s, execID)
+		i := b.runOf(execID)
+		b.runs[i].Steps = addStep(b.runs[i].Steps, s, execID)
 	}
+}
 
-	fed := map[string]bool{}
-	for _, e := range w.Effects {
-		if e.Provider != "" {
-			fed[e.Provider] = true
-		}
-	}
-	keyRuns := map[string][]int{} // key -> runs whose attempts sent it, each once
-	type sender struct {
-		run      int
-		provider string // as the attempt named it, "" for none
-	}
-	senders := map[string][]sender{} // key -> each (run, provider) that sent it, once
-	for i := range runs {
-		sortSteps(runs[i].Steps)
-		runs[i].FedProviders = maps.Clone(fed)
-		for _, s := range runs[i].Steps {
+// indexKeys sorts every run's steps, gives it the fed providers, and
+// indexes who sent each idempotency key.
+func (b *runBuilder) indexKeys() {
+	for i := range b.runs {
+		sortSteps(b.runs[i].Steps)
+		b.runs[i].FedProviders = maps.Clone(b.fed)
+		for _, s := range b.runs[i].Steps {
 			for _, a := range s.Attempts {
-				k := a.IdempotencyKey
-				if k == "" {
-					continue
-				}
-				if !slices.Contains(keyRuns[k], i) {
-					keyRuns[k] = append(keyRuns[k], i)
-				}
-				if sd := (sender{i, a.Provider}); !slices.Contains(senders[k], sd) {
-					senders[k] = append(senders[k], sd)
-				}
+				b.indexKey(i, a)
 			}
 		}
 	}
+}
 
+func (b *runBuilder) indexKey(i int, a Attempt) {
+	k := a.IdempotencyKey
+	if k == "" {
+		return
+	}
+	if !slices.Contains(b.keyRuns[k], i) {
+		b.keyRuns[k] = append(b.keyRuns[k], i)
+	}
+	if sd := (runSender{i, a.Provider}); !slices.Contains(b.senders[k], sd) {
+		b.senders[k] = append(b.senders[k], sd)
+	}
+}
+
+// dropStray finds the stray traces and drops their placeholders: an
+// execution row made for a stray trace before its spans said it is none
+// is no run.
+func (b *runBuilder) dropStray(spans []Span) {
 	tracedBy := map[string]bool{}
-	for _, r := range runs {
+	for _, r := range b.runs {
 		for _, s := range r.Steps {
 			for _, a := range s.Attempts {
 				tracedBy[a.TraceID] = true
 			}
 		}
 	}
-	stray := StrayTraces(w.Spans, func(t string) bool { return tracedBy[t] }, func(t string) bool {
-		i, ok := index[t]
-		return ok && !runs[i].Execution.Placeholder()
+	b.stray = StrayTraces(spans, func(t string) bool { return tracedBy[t] }, func(t string) bool {
+		i, ok := b.index[t]
+		return ok && !b.runs[i].Execution.Placeholder()
 	})
-	if len(stray) > 0 {
-		// A stray trace's placeholder (an execution row made for it before
-		// its spans said it is none) is no run.
-		kept := runs[:0]
-		for _, r := range runs {
-			if !stray[r.Execution.ID] || len(r.Steps) > 0 {
-				kept = append(kept, r)
-			}
-		}
-		runs = kept
-		clear(index)
-		for i, r := range runs {
-			index[r.Execution.ID] = i
+	if len(b.stray) == 0 {
+		return
+	}
+	kept := b.runs[:0]
+	for _, r := range b.runs {
+		if !b.stray[r.Execution.ID] || len(r.Steps) > 0 {
+			kept = append(kept, r)
 		}
 	}
+	b.runs = kept
+	clear(b.index)
+	for i, r := range b.runs {
+		b.index[r.Execution.ID] = i
+	}
+}
 
-	// Spans belong to the execution they name; an effect with a trace
-	// context to every execution with a span or attempt of its trace, and
-	// to the execution its trace names by default (the store creates it
-	// when the effect names none).
-	for _, sp := range w.Spans {
-		if stray[sp.TraceID] {
+// addSpans gives each span, but a stray trace's, to the execution it names.
+func (b *runBuilder) addSpans(spans []Span) {
+	for _, sp := range spans {
+		if b.stray[sp.TraceID] {
 			continue
 		}
-		i, ok := index[sp.ExecutionID]
-		if !ok {
-			i = len(runs)
-			index[sp.ExecutionID] = i
-			runs = append(runs, Run{Execution: Execution{ID: sp.ExecutionID, Status: StatusRunning}, FedProviders: maps.Clone(fed)})
-		}
-		runs[i].Spans = append(runs[i].Spans, sp)
+		i := b.runOf(sp.ExecutionID)
+		b.runs[i].Spans = append(b.runs[i].Spans, sp)
 	}
-	traceRuns := map[string][]int{} // trace id -> runs with a span or attempt of it, or named after it
-	addTrace := func(traceID string, i int) {
-		if traceID != "" && !slices.Contains(traceRuns[traceID], i) {
-			traceRuns[traceID] = append(traceRuns[traceID], i)
-		}
-	}
-	for i := range runs {
-		addTrace(runs[i].Execution.ID, i)
-		for _, s := range runs[i].Steps {
-			for _, a := range s.Attempts {
-				addTrace(a.TraceID, i)
-			}
-		}
-		for _, sp := range runs[i].Spans {
-			addTrace(sp.TraceID, i)
-		}
-	}
-	// An effect whose trace no execution's spans came from makes the trace
-	// id its execution, as the store does until its spans arrive.
-	for _, e := range w.Effects {
-		if e.ExecutionID == "" && e.TraceID != "" && len(traceRuns[e.TraceID]) == 0 && !stray[e.TraceID] {
-			index[e.TraceID] = len(runs)
-			runs = append(runs, Run{Execution: Execution{ID: e.TraceID, Status: StatusRunning}, FedProviders: maps.Clone(fed)})
-			addTrace(e.TraceID, index[e.TraceID])
-		}
-	}
+}
 
-	for _, e := range w.Effects {
-		if stray[e.TraceID] {
-			e.JoinedExecutionID, e.Inferred, e.StrayTrace = "", "", true
-			var join []int
-			for i := range runs {
-				if _, reason, ok := InferAttempt(e, runs[i]); ok {
-					join = append(join, i)
-					e.Inferred = reason
-				}
-			}
-			if len(join) == 1 {
-				e.JoinedExecutionID = runs[join[0]].Execution.ID
-				runs[join[0]].Effects = append(runs[join[0]].Effects, e)
-			} else {
-				e.Inferred = ""
+func (b *runBuilder) addTrace(traceID string, i int) {
+	if traceID != "" && !slices.Contains(b.traceRuns[traceID], i) {
+		b.traceRuns[traceID] = append(b.traceRuns[traceID], i)
+	}
+}
+
+// indexTraces indexes, for every trace, the runs with a span or attempt
+// of it or named after it: an effect with a trace context belongs to each
+// of them.
+func (b *runBuilder) indexTraces() {
+	for i := range b.runs {
+		b.addTrace(b.runs[i].Execution.ID, i)
+		for _, s := range b.runs[i].Steps {
+			for _, a := range s.Attempts {
+				b.addTrace(a.TraceID, i)
 			}
 		}
-		var owners []int // the run it names, the runs of its trace, then the runs that sent its key to its provider
-		if i, ok := index[e.ExecutionID]; ok && e.ExecutionID != "" {
+		for _, sp := range b.runs[i].Spans {
+			b.addTrace(sp.TraceID, i)
+		}
+	}
+}
+
+// addTraceExecutions makes an effect's trace id its execution when it
+// names none and no execution's spans came from its trace, as the store
+// does until its spans arrive.
+func (b *runBuilder) addTraceExecutions(effects []Effect) {
+	for _, e := range effects {
+		if e.ExecutionID == "" && e.TraceID != "" && len(b.traceRuns[e.TraceID]) == 0 && !b.stray[e.TraceID] {
+			b.addTrace(e.TraceID, b.newRun(e.TraceID))
+		}
+	}
+}
+
+// addEffect gives e to its owners; a stray trace's effect first joins the
+// one run InferAttempt finds for it, if any.
+func (b *runBuilder) addEffect(e Effect) {
+	if b.stray[e.TraceID] {
+		e = b.joinStray(e)
+	}
+	for _, i := range b.owners(e) {
+		if b.runs[i].Execution.ID != e.JoinedExecutionID {
+			b.runs[i].Effects = append(b.runs[i].Effects, e)
+		}
+	}
+}
+
+// joinStray adds a stray trace's effect to the one run it can be inferred
+// to, and returns it marked as joined there (or as joined nowhere).
+func (b *runBuilder) joinStray(e Effect) Effect {
+	e.JoinedExecutionID, e.Inferred, e.StrayTrace = "", "", true
+	var join []int
+	for i := range b.runs {
+		if _, reason, ok := InferAttempt(e, b.runs[i]); ok {
+			join = append(join, i)
+			e.Inferred = reason
+		}
+	}
+	if len(join) != 1 {
+		e.Inferred = ""
+		return e
+	}
+	e.JoinedExecutionID = b.runs[join[0]].Execution.ID
+	b.runs[join[0]].Effects = append(b.runs[join[0]].Effects, e)
+	return e
+}
+
+// owners are the runs e belongs to, each once: the run it names, the runs
+// of its trace, then the runs that sent its key to its provider.
+func (b *runBuilder) owners(e Effect) []int {
+	var owners []int
+	if i, ok := b.index[e.ExecutionID]; ok && e.ExecutionID != "" {
+		owners = append(owners, i)
+	}
+	for _, i := range b.traceRuns[e.TraceID] {
+		if !slices.Contains(owners, i) {
 			owners = append(owners, i)
 		}
-		for _, i := range traceRuns[e.TraceID] {
-			if !slices.Contains(owners, i) {
-				owners = append(owners, i)
-			}
-		}
-		if e.IdempotencyKey != "" {
-			for _, sd := range senders[e.IdempotencyKey] {
-				if sameProvider(sd.provider, e.Provider) && !slices.Contains(owners, sd.run) {
-					owners = append(owners, sd.run)
-				}
-			}
-		}
-		for _, i := range owners {
-			if runs[i].Execution.ID != e.JoinedExecutionID {
-				runs[i].Effects = append(runs[i].Effects, e)
-			}
+	}
+	if e.IdempotencyKey == "" {
+		return owners
+	}
+	for _, sd := range b.senders[e.IdempotencyKey] {
+		if sameProvider(sd.provider, e.Provider) && !slices.Contains(owners, sd.run) {
+			owners = append(owners, sd.run)
 		}
 	}
+	return owners
+}
 
-	for i := range runs {
-		for _, s := range runs[i].Steps {
+// addPeers gives every run the attempts of other runs that sent one of
+// its keys.
+func (b *runBuilder) addPeers() {
+	for i := range b.runs {
+		for _, s := range b.runs[i].Steps {
 			for _, a := range s.Attempts {
-				for _, j := range keyRuns[a.IdempotencyKey] {
+				for _, j := range b.keyRuns[a.IdempotencyKey] {
 					if j != i {
-						runs[j].Peers = append(runs[j].Peers, a)
+						b.runs[j].Peers = append(b.runs[j].Peers, a)
 					}
 				}
 			}
 		}
 	}
-	for i := range runs {
-		runs[i].FoldHTTPCalls() // as the store's loadRun does, after keys decided who owns what
-	}
-	return runs, stray
 }
 
 // Audit applies every rule to every execution of the world, adds an

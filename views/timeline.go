@@ -298,185 +298,308 @@ type TimelineInput struct {
 // silenceGap is a gap still open at the right edge of a running execution.
 const silenceGap trace.GapKind = "silence"
 
-// NewTimeline lays out an execution.
+// NewTimeline lays out an execution in small steps: the moments it covers,
+// the window drawn, the header rows, the lanes, the outbox lane.
 func NewTimeline(in TimelineInput) Timeline {
 	run := in.Run
-	times := []time.Time{run.Execution.StartedAt, run.Execution.EndedAt}
-	attempts := 0
-	for _, s := range run.Steps {
-		for _, a := range s.Attempts {
-			attempts++
-			times = append(times, a.StartedAt, a.EndedAt)
-		}
-	}
-	own := run.OwnEffects() // a peer's effect under a shared key is on the key page only
-	for _, f := range own {
-		times = append(times, f.At)
-	}
-	models := run.ModelCalls()
-	for _, m := range models {
-		times = append(times, m.StartedAt, m.EndedAt)
-	}
-	tmin, tmax := span(times)
-	if tmin.IsZero() || (attempts == 0 && len(own) == 0 && len(models) == 0) {
+	ext := newRunExtent(run)
+	if ext.empty() {
 		return Timeline{Empty: true}
 	}
-	gaps := in.Gaps
-	var silence string
-	if live := !in.Now.IsZero() && run.Execution.Status == trace.StatusRunning; live && in.Now.After(tmax) {
-		if quiet := in.Now.Sub(tmax); in.SilenceAfter > 0 && quiet > in.SilenceAfter {
-			silence = "no process seen for " + Duration(quiet.Truncate(time.Second))
-			gaps = append(append([]trace.Gap(nil), gaps...), trace.Gap{Start: tmax, End: in.Now, Kind: silenceGap})
-		}
-		tmax = in.Now
-	}
-	if !tmax.After(tmin) {
-		tmax = tmin.Add(time.Millisecond)
-	}
+	tmax, gaps, silence := liveEdge(in, ext.tmax)
+	win := newTimelineWindow(ext.tmin, tmax, in.Range, gaps)
 
-	// The window: the whole execution, or the zoomed range inside it.
-	w0, w1 := tmin, tmax
-	if !in.Range.IsZero() {
-		w0 = minTime(tmin.Add(in.Range.From), tmax.Add(-time.Millisecond))
-		if in.Range.To > 0 {
-			w1 = minTime(tmin.Add(in.Range.To), tmax)
-		}
-		if !w1.After(w0) {
-			w1 = w0.Add(time.Millisecond)
-		}
-	}
-	whole := newScale(tmin, tmax, gaps)
-	sc := whole
-	if w0 != tmin || w1 != tmax {
-		sc = newScale(w0, w1, clipGaps(gaps, w0, w1))
-	}
-	inWindow := func(t0, t1 time.Time) bool { return !t0.After(w1) && !t1.Before(w0) }
-
-	tl := Timeline{Start: tmin, Compact: attempts > compactAbove, TotalLanes: len(run.Steps), Silence: silence}
-	tl.Ticks = sc.ticks(tmin)
-	tl.Gaps = placeGapLabels(sc.gapMarks)
+	tl := Timeline{Start: win.tmin, Compact: ext.attempts > compactAbove, TotalLanes: len(run.Steps), Silence: silence}
+	tl.Ticks = win.sc.ticks(win.tmin)
+	tl.Gaps = placeGapLabels(win.sc.gapMarks)
 	tl.Grid = gridPath(tl.Ticks)
-	tl.Overview = newOverview(run, in.States, whole, tmin, w0, w1)
-	tl.Zoom = ZoomView{Zoomed: w0 != tmin || w1 != tmax, From: seconds(w0.Sub(tmin)), To: seconds(w1.Sub(tmin)), Total: seconds(tmax.Sub(tmin))}
-	if len(models) > 0 {
-		var shown []trace.Span
-		for _, m := range models {
-			if inWindow(m.StartedAt, endOrSpan(m, tmax)) {
-				shown = append(shown, m)
-			}
-		}
-		tl.Models = newModelMarks(shown, sc, tmax, w0, w1)
-		tl.ModelSummary = modelSummary(models)
+	tl.Overview = newOverview(run, in.States, win.whole, win.tmin, win.w0, win.w1)
+	tl.Zoom = win.zoomView()
+	if len(ext.models) > 0 {
+		tl.Models = newModelMarks(win.shownModels(ext.models), win.sc, win.tmax, win.w0, win.w1)
+		tl.ModelSummary = modelSummary(ext.models)
 	}
-	var httpCalls map[string][]trace.Span
-	if !tl.Compact {
-		httpCalls = run.HTTPCalls()
-	}
-	findings := map[string]int{}
-	for _, f := range in.Findings {
-		if f.StepID != "" {
-			findings[f.StepID]++
-		}
-	}
-	stepEffects := run.StepEffects()
-	stepNames := trace.StepNames(run.Steps)
-	stepOf := map[trace.EffectRef]string{}
-	for stepID, es := range stepEffects {
-		for _, e := range es {
-			stepOf[e.Ref()] = stepID
-		}
-	}
-	ms := func(t time.Time) int64 { return t.Sub(tmin).Milliseconds() }
 
+	lc := newLaneContext(in, win, tl.Compact)
 	lanes := make([]Lane, 0, len(run.Steps))
 	for _, s := range run.Steps {
-		lane := Lane{ID: domID("lane", s.ID), StepID: s.ID, StepName: laneStepName(stepNames[s.ID], s.ToolName()), Tool: s.ToolName(), Effect: s.Class(),
-			ClassTitle: s.ToolName() + ": " + ClassLabel(s.Class()), Findings: findings[s.ID]}
-		showText := !tl.Compact
-		var prev *trace.Attempt
-		for j, a := range s.Attempts {
-			outcome := run.Outcome(a)
-			end := endOr(a, tmax)
-			if outcome == trace.OutcomeLost {
-				end = a.StartedAt
-			}
-			if a.StartedAt.IsZero() || !inWindow(a.StartedAt, end) {
-				lane.Anchors = append(lane.Anchors, AttemptAnchor(a.StepID, a.Number))
-				tl.Zoom.Hidden++
-				prev = &s.Attempts[j]
-				continue
-			}
-			b := newBar(run, sc, a, outcome, end, showText, httpCalls[a.SpanID], w0, w1)
-			b.Start, b.End = ms(a.StartedAt), ms(end)
-			if label, ok := in.Marks.Culprits[AttemptRef{StepID: s.ID, Number: a.Number}]; ok {
-				b.Culprit = label
-				lane.Culprit = true
-				b.Title = label + " — " + b.Title
-			}
-			if prev != nil && !tl.Compact && inWindow(prev.StartedAt, endOr(*prev, prev.StartedAt)) {
-				// From where the previous attempt ended, or, if it never
-				// did, from where it started.
-				lane.Arrows = append(lane.Arrows, Arrow{X1: sc.px(endOr(*prev, prev.StartedAt)), X2: b.X})
-			}
-			prev = &s.Attempts[j]
-			lane.Bars = append(lane.Bars, b)
-		}
-		if tl.Compact {
-			lane.Bars = clusterBars(lane.Bars, &lane.Anchors)
-		}
-		if es := stepEffects[s.ID]; len(es) > 0 {
-			lane.EffectCount = len(es)
-			lane.Duplicate = len(es) > 1
-			lane.CountLabel = fmt.Sprintf("%s for %s", plural(len(es), effectNoun(es[0].Provider, false), effectNoun(es[0].Provider, true)), stepNames[s.ID])
-		}
-		placeBarLabels(lane.Bars)
+		lane, hidden := lc.lane(s)
+		tl.Zoom.Hidden += hidden
 		lanes = append(lanes, lane)
 	}
-	laneIndex := map[string]int{}
-	for i, l := range lanes {
-		laneIndex[l.StepID] = i
+	outbox := newOutbox(in, win, lc.stepEffects, lanes)
+	for _, f := range sortedByTime(ext.own) {
+		outbox.add(f)
 	}
-
-	effects := run.OwnEffects()
-	sort.SliceStable(effects, func(i, j int) bool { return effects[i].At.Before(effects[j].At) })
-	for _, f := range effects {
-		at := f.At
-		if at.IsZero() {
-			at = tmax
-		}
-		anchor := EffectAnchor(f.Provider, f.ID)
-		if !inWindow(at, at) {
-			tl.EffectAnchors = append(tl.EffectAnchors, anchor)
-			tl.Zoom.Hidden++
-			continue
-		}
-		m := EffectMark{X: sc.px(at), At: ms(at), Provider: f.Provider, ID: f.ID, State: in.States[f.Ref()],
-			Anchor: anchor, Href: EffectURL(run.Execution.ID, f.Provider, f.ID), Mark: in.Marks.EffectLabels[f.Ref()]}
-		if m.State == "" {
-			m.State = trace.MatchOrphan
-		}
-		m.Title = fmt.Sprintf("%s %s (%s) at %s", f.Provider, f.ID, m.State, UTC(f.At))
-		if f.Summary != "" {
-			m.Title += " · " + f.Summary
-		}
-		if m.Mark != "" {
-			m.Title += " · " + m.Mark
-		}
-		if stepID, ok := stepOf[f.Ref()]; ok {
-			m.StepID = stepID
-			m.Title += " · caused by " + stepID
-			if li, ok := laneIndex[stepID]; ok {
-				m.Linked, m.LaneID = true, lanes[li].ID
-				lanes[li].Marks = append(lanes[li].Marks, LaneEffect{X: m.X, Href: "#" + anchor, State: m.State,
-					Title: f.Provider + " " + f.ID + " (" + string(m.State) + "), in the outbox lane"})
-			}
-		}
-		tl.Effects = append(tl.Effects, m)
-	}
+	tl.Effects, tl.EffectAnchors = outbox.marks, outbox.anchors
+	tl.Zoom.Hidden += len(outbox.anchors)
 	placeEffectLabels(tl.Effects)
 
 	tl.Lanes, tl.Groups, tl.Grouped = groupLanes(lanes)
 	return tl
+}
+
+// runExtent is the first and last moment of everything a run holds, and
+// what there is to draw.
+type runExtent struct {
+	tmin, tmax time.Time
+	attempts   int
+	own        []trace.Effect // a peer's effect under a shared key is on the key page only
+	models     []trace.Span
+}
+
+func newRunExtent(run trace.Run) runExtent {
+	ext := runExtent{own: run.OwnEffects(), models: run.ModelCalls()}
+	times := []time.Time{run.Execution.StartedAt, run.Execution.EndedAt}
+	for _, s := range run.Steps {
+		for _, a := range s.Attempts {
+			ext.attempts++
+			times = append(times, a.StartedAt, a.EndedAt)
+		}
+	}
+	for _, f := range ext.own {
+		times = append(times, f.At)
+	}
+	for _, m := range ext.models {
+		times = append(times, m.StartedAt, m.EndedAt)
+	}
+	ext.tmin, ext.tmax = span(times)
+	return ext
+}
+
+// empty reports whether there is nothing to draw: no moment, or neither
+// attempts, effects nor model calls.
+func (e runExtent) empty() bool {
+	return e.tmin.IsZero() || (e.attempts == 0 && len(e.own) == 0 && len(e.models) == 0)
+}
+
+// liveEdge moves a running execution's right edge to now, and draws a
+// silence longer than in.SilenceAfter as a gap still open.
+func liveEdge(in TimelineInput, tmax time.Time) (edge time.Time, gaps []trace.Gap, silence string) {
+	gaps = in.Gaps
+	live := !in.Now.IsZero() && in.Run.Execution.Status == trace.StatusRunning
+	if !live || !in.Now.After(tmax) {
+		return tmax, gaps, ""
+	}
+	if quiet := in.Now.Sub(tmax); in.SilenceAfter > 0 && quiet > in.SilenceAfter {
+		silence = "no process seen for " + Duration(quiet.Truncate(time.Second))
+		gaps = append(append([]trace.Gap(nil), gaps...), trace.Gap{Start: tmax, End: in.Now, Kind: silenceGap})
+	}
+	return in.Now, gaps, silence
+}
+
+// timelineWindow is the whole execution, [tmin, tmax], and the range
+// drawn, [w0, w1], with a scale for each.
+type timelineWindow struct {
+	tmin, tmax time.Time
+	w0, w1     time.Time
+	whole, sc  scale
+}
+
+func newTimelineWindow(tmin, tmax time.Time, rng TimeRange, gaps []trace.Gap) timelineWindow {
+	if !tmax.After(tmin) {
+		tmax = tmin.Add(time.Millisecond)
+	}
+	w := timelineWindow{tmin: tmin, tmax: tmax, w0: tmin, w1: tmax}
+	if !rng.IsZero() {
+		w.w0 = minTime(tmin.Add(rng.From), tmax.Add(-time.Millisecond))
+		if rng.To > 0 {
+			w.w1 = minTime(tmin.Add(rng.To), tmax)
+		}
+		if !w.w1.After(w.w0) {
+			w.w1 = w.w0.Add(time.Millisecond)
+		}
+	}
+	w.whole = newScale(tmin, tmax, gaps)
+	w.sc = w.whole
+	if w.zoomed() {
+		w.sc = newScale(w.w0, w.w1, clipGaps(gaps, w.w0, w.w1))
+	}
+	return w
+}
+
+func (w timelineWindow) zoomed() bool { return w.w0 != w.tmin || w.w1 != w.tmax }
+
+// shows reports whether [t0, t1] reaches into the range drawn.
+func (w timelineWindow) shows(t0, t1 time.Time) bool { return !t0.After(w.w1) && !t1.Before(w.w0) }
+
+// ms is t's offset from the timeline's start.
+func (w timelineWindow) ms(t time.Time) int64 { return t.Sub(w.tmin).Milliseconds() }
+
+func (w timelineWindow) zoomView() ZoomView {
+	return ZoomView{Zoomed: w.zoomed(), From: seconds(w.w0.Sub(w.tmin)), To: seconds(w.w1.Sub(w.tmin)), Total: seconds(w.tmax.Sub(w.tmin))}
+}
+
+// shownModels are the model calls that reach into the range drawn.
+func (w timelineWindow) shownModels(models []trace.Span) []trace.Span {
+	var shown []trace.Span
+	for _, m := range models {
+		if w.shows(m.StartedAt, endOrSpan(m, w.tmax)) {
+			shown = append(shown, m)
+		}
+	}
+	return shown
+}
+
+// laneContext is what every lane is drawn from: the run, the window, and
+// the run's indexes by step and span.
+type laneContext struct {
+	run         trace.Run
+	win         timelineWindow
+	compact     bool
+	culprits    map[AttemptRef]string
+	httpCalls   map[string][]trace.Span // by attempt span; nil when compact
+	findings    map[string]int          // by step
+	stepEffects map[string][]trace.Effect
+	stepNames   map[string]string
+}
+
+func newLaneContext(in TimelineInput, win timelineWindow, compact bool) laneContext {
+	lc := laneContext{run: in.Run, win: win, compact: compact, culprits: in.Marks.Culprits,
+		findings: map[string]int{}, stepEffects: in.Run.StepEffects(), stepNames: trace.StepNames(in.Run.Steps)}
+	if !compact {
+		lc.httpCalls = in.Run.HTTPCalls()
+	}
+	for _, f := range in.Findings {
+		if f.StepID != "" {
+			lc.findings[f.StepID]++
+		}
+	}
+	return lc
+}
+
+// lane draws one step's lane; hidden counts its attempts outside the range.
+func (lc laneContext) lane(s trace.Step) (lane Lane, hidden int) {
+	lane = Lane{ID: domID("lane", s.ID), StepID: s.ID, StepName: laneStepName(lc.stepNames[s.ID], s.ToolName()), Tool: s.ToolName(), Effect: s.Class(),
+		ClassTitle: s.ToolName() + ": " + ClassLabel(s.Class()), Findings: lc.findings[s.ID]}
+	var prev *trace.Attempt
+	for j, a := range s.Attempts {
+		if !lc.attempt(&lane, a, prev) {
+			hidden++
+		}
+		prev = &s.Attempts[j]
+	}
+	if lc.compact {
+		lane.Bars = clusterBars(lane.Bars, &lane.Anchors)
+	}
+	if es := lc.stepEffects[s.ID]; len(es) > 0 {
+		lane.EffectCount = len(es)
+		lane.Duplicate = len(es) > 1
+		lane.CountLabel = fmt.Sprintf("%s for %s", plural(len(es), effectNoun(es[0].Provider, false), effectNoun(es[0].Provider, true)), lc.stepNames[s.ID])
+	}
+	placeBarLabels(lane.Bars)
+	return lane, hidden
+}
+
+// attempt adds a's bar, and the arrow from the attempt before it, to the
+// lane; an attempt outside the range keeps only its anchor, and attempt
+// reports false.
+func (lc laneContext) attempt(lane *Lane, a trace.Attempt, prev *trace.Attempt) (shown bool) {
+	win := lc.win
+	outcome := lc.run.Outcome(a)
+	end := endOr(a, win.tmax)
+	if outcome == trace.OutcomeLost {
+		end = a.StartedAt
+	}
+	if a.StartedAt.IsZero() || !win.shows(a.StartedAt, end) {
+		lane.Anchors = append(lane.Anchors, AttemptAnchor(a.StepID, a.Number))
+		return false
+	}
+	b := newBar(lc.run, win.sc, a, outcome, end, !lc.compact, lc.httpCalls[a.SpanID], win.w0, win.w1)
+	b.Start, b.End = win.ms(a.StartedAt), win.ms(end)
+	if label, ok := lc.culprits[AttemptRef{StepID: lane.StepID, Number: a.Number}]; ok {
+		b.Culprit = label
+		lane.Culprit = true
+		b.Title = label + " — " + b.Title
+	}
+	if prev != nil && !lc.compact && win.shows(prev.StartedAt, endOr(*prev, prev.StartedAt)) {
+		// From where the previous attempt ended, or, if it never did,
+		// from where it started.
+		lane.Arrows = append(lane.Arrows, Arrow{X1: win.sc.px(endOr(*prev, prev.StartedAt)), X2: b.X})
+	}
+	lane.Bars = append(lane.Bars, b)
+	return true
+}
+
+// sortedByTime is a copy of effects in the order they happened.
+func sortedByTime(effects []trace.Effect) []trace.Effect {
+	out := slices.Clone(effects)
+	sort.SliceStable(out, func(i, j int) bool { return out[i].At.Before(out[j].At) })
+	return out
+}
+
+// outbox collects the outbox lane's marks and marks each effect in the
+// lane of the step that caused it.
+type outbox struct {
+	in        TimelineInput
+	win       timelineWindow
+	stepOf    map[trace.EffectRef]string
+	lanes     []Lane
+	laneIndex map[string]int
+	marks     []EffectMark
+	anchors   []string // effects outside the range
+}
+
+func newOutbox(in TimelineInput, win timelineWindow, stepEffects map[string][]trace.Effect, lanes []Lane) *outbox {
+	o := &outbox{in: in, win: win, stepOf: map[trace.EffectRef]string{}, lanes: lanes, laneIndex: map[string]int{}}
+	for stepID, es := range stepEffects {
+		for _, e := range es {
+			o.stepOf[e.Ref()] = stepID
+		}
+	}
+	for i, l := range lanes {
+		o.laneIndex[l.StepID] = i
+	}
+	return o
+}
+
+// add draws f in the outbox lane, or keeps its anchor when it lies
+// outside the range.
+func (o *outbox) add(f trace.Effect) {
+	at := f.At
+	if at.IsZero() {
+		at = o.win.tmax
+	}
+	anchor := EffectAnchor(f.Provider, f.ID)
+	if !o.win.shows(at, at) {
+		o.anchors = append(o.anchors, anchor)
+		return
+	}
+	m := EffectMark{X: o.win.sc.px(at), At: o.win.ms(at), Provider: f.Provider, ID: f.ID, State: o.in.States[f.Ref()],
+		Anchor: anchor, Href: EffectURL(o.in.Run.Execution.ID, f.Provider, f.ID), Mark: o.in.Marks.EffectLabels[f.Ref()]}
+	if m.State == "" {
+		m.State = trace.MatchOrphan
+	}
+	m.Title = effectMarkTitle(f, m)
+	if stepID, ok := o.stepOf[f.Ref()]; ok {
+		m.StepID = stepID
+		m.Title += " · caused by " + stepID
+		o.linkLane(&m, f)
+	}
+	o.marks = append(o.marks, m)
+}
+
+func effectMarkTitle(f trace.Effect, m EffectMark) string {
+	title := fmt.Sprintf("%s %s (%s) at %s", f.Provider, f.ID, m.State, UTC(f.At))
+	if f.Summary != "" {
+		title += " · " + f.Summary
+	}
+	if m.Mark != "" {
+		title += " · " + m.Mark
+	}
+	return title
+}
+
+// linkLane marks the effect in its causing step's lane, when that lane is
+// drawn.
+func (o *outbox) linkLane(m *EffectMark, f trace.Effect) {
+	li, ok := o.laneIndex[m.StepID]
+	if !ok {
+		return
+	}
+	m.Linked, m.LaneID = true, o.lanes[li].ID
+	o.lanes[li].Marks = append(o.lanes[li].Marks, LaneEffect{X: m.X, Href: "#" + m.Anchor, State: m.State,
+		Title: f.Provider + " " + f.ID + " (" + string(m.State) + "), in the outbox lane"})
 }
 
 func newBar(run trace.Run, sc scale, a trace.Attempt, outcome trace.Outcome, end time.Time, showText bool, calls []trace.Span, w0, w1 time.Time) Bar {

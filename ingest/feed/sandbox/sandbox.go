@@ -153,36 +153,82 @@ func (s *Sandbox) ServeSend(w http.ResponseWriter, r *http.Request) {
 	entry := LogEntry{At: s.cfg.Now(), IdempotencyKey: r.Header.Get("Idempotency-Key"),
 		Execution: r.Header.Get(HeaderExecution), Step: r.Header.Get(HeaderStep)}
 	entry.TraceID, entry.SpanID = feed.TraceContext(r.Header)
-	status, body, headers := s.send(r, &entry)
-	entry.Status = status
+	a := s.send(r, &entry)
+	entry.Status = a.status
 	s.record(entry)
-	if status == 0 {
+	if a.status == 0 {
 		return // the response was lost on purpose
 	}
-	for k, v := range headers {
+	for k, v := range a.headers {
 		w.Header().Set(k, v)
 	}
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	w.Write(body)
+	w.WriteHeader(a.status)
+	w.Write(a.body)
 }
 
-func (s *Sandbox) send(r *http.Request, entry *LogEntry) (int, []byte, map[string]string) {
+// answer is the sandbox's answer to a send request. Status 0 is none: the
+// response lost on purpose, or the client gone.
+type answer struct {
+	status  int
+	body    []byte
+	headers map[string]string
+}
+
+// reject answers a request the sandbox refuses before anything is sent.
+func reject(entry *LogEntry, status int, body []byte) *answer {
+	entry.Event = "rejected"
+	return &answer{status: status, body: body}
+}
+
+// send is one request's flow, each step able to answer early: read the
+// request, the fail-before fault, claim the idempotency key, the latency
+// faults (key held), deliver, settle the key, the lose-response fault.
+func (s *Sandbox) send(r *http.Request, entry *LogEntry) answer {
+	faults, msg, refused := s.readSend(r, entry)
+	if refused != nil {
+		return *refused
+	}
+	entry.To = msg.To
+	key := entry.IdempotencyKey
+	if f, ok := find(faults, FailBefore); ok {
+		s.logFault(entry, f, "fault:"+f.String())
+		return answer{status: http.StatusServiceUnavailable, body: errorBody("api_error", "the mail service is unavailable (injected fault fail-before); nothing was sent")}
+	}
+	hash, now := paramsHash(msg), s.cfg.Now()
+	if held := s.claimKey(key, hash, now, entry); held != nil {
+		return *held
+	}
+	slow, gone := s.serveLatency(r.Context(), faults, entry)
+	if gone {
+		s.releaseKey(key)
+		entry.Event = strings.Join(slow, "; ")
+		return answer{}
+	}
+	status, body, headers := s.deliver(r.Context(), msg, key, entry)
+	if len(slow) > 0 {
+		entry.Event += "; " + strings.Join(slow, "; ")
+	}
+	s.settleKey(key, hash, now, status, body)
+	if f, ok := find(faults, LoseResponse); ok && status < 300 {
+		return s.loseResponse(r.Context(), f, entry)
+	}
+	return answer{status: status, body: body, headers: headers}
+}
+
+// readSend checks the request's faults, key and body; refused is the
+// answer to a request that fails them.
+func (s *Sandbox) readSend(r *http.Request, entry *LogEntry) (faults []Fault, msg Message, refused *answer) {
 	faults, err := s.faultsFor(r)
 	if err != nil {
-		entry.Event = "rejected"
-		return http.StatusBadRequest, errorBody("invalid_request_error", "%s: %v", HeaderFault, err), nil
+		return nil, msg, reject(entry, http.StatusBadRequest, errorBody("invalid_request_error", "%s: %v", HeaderFault, err))
 	}
-	key := entry.IdempotencyKey
-	if len(key) > MaxKeyLength {
-		entry.Event = "rejected"
-		return http.StatusBadRequest, errorBody("invalid_request_error", "Idempotency-Key: %d characters, limit %d", len(key), MaxKeyLength), nil
+	if key := entry.IdempotencyKey; len(key) > MaxKeyLength {
+		return nil, msg, reject(entry, http.StatusBadRequest, errorBody("invalid_request_error", "Idempotency-Key: %d characters, limit %d", len(key), MaxKeyLength))
 	}
-	var msg Message
 	raw, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyBytes+1))
 	if err == nil && len(raw) > MaxBodyBytes {
-		entry.Event = "rejected"
-		return http.StatusRequestEntityTooLarge, errorBody("invalid_request_error", "body: over the limit of %d bytes (1 MiB)", MaxBodyBytes), nil
+		return nil, msg, reject(entry, http.StatusRequestEntityTooLarge, errorBody("invalid_request_error", "body: over the limit of %d bytes (1 MiB)", MaxBodyBytes))
 	}
 	if err == nil {
 		dec := json.NewDecoder(bytes.NewReader(raw))
@@ -190,96 +236,107 @@ func (s *Sandbox) send(r *http.Request, entry *LogEntry) (int, []byte, map[strin
 		err = dec.Decode(&msg)
 	}
 	if err != nil || msg.To == "" {
-		entry.Event = "rejected"
-		return http.StatusBadRequest, errorBody("invalid_request_error", "body: must be JSON {\"to\",\"subject\",\"body\"} with a non-empty \"to\""), nil
+		return nil, msg, reject(entry, http.StatusBadRequest, errorBody("invalid_request_error", "body: must be JSON {\"to\",\"subject\",\"body\"} with a non-empty \"to\""))
 	}
-	entry.To = msg.To
+	return faults, msg, nil
+}
 
-	if f, ok := find(faults, FailBefore); ok {
-		entry.Event = "fault:" + f.String()
-		s.cfg.Logger.Info("sandbox fault", "fault", f.String(), "key", key, "to", msg.To)
-		return http.StatusServiceUnavailable, errorBody("api_error", "the mail service is unavailable (injected fault fail-before); nothing was sent"), nil
+// logFault logs a fault that strikes and names it in the entry's event.
+func (s *Sandbox) logFault(entry *LogEntry, f Fault, event string) {
+	entry.Event = event
+	s.cfg.Logger.Info("sandbox fault", "fault", f.String(), "key", entry.IdempotencyKey, "to", entry.To)
+}
+
+// claimKey marks key in flight for this request; held is the answer when
+// the key is already taken: in flight (409), reused with other parameters
+// (400), or done (its first answer, replayed). A request without a key
+// claims nothing.
+func (s *Sandbox) claimKey(key, hash string, now time.Time, entry *LogEntry) (held *answer) {
+	if key == "" {
+		return nil
 	}
-
-	hash := paramsHash(msg)
-	now := s.cfg.Now()
-	if key != "" {
-		s.mu.Lock()
-		e, ok := s.keys[key]
-		if ok && now.Sub(e.created) >= s.cfg.Retention {
-			ok = false // past retention: the key runs as new
-		}
-		switch {
-		case ok && e.inFlight:
-			s.mu.Unlock()
-			entry.Event = "in_flight"
-			return http.StatusConflict, errorBody("idempotency_error", "Idempotency-Key %s: another request with this key is in progress; retry later", key), nil
-		case ok && e.paramsHash != hash:
-			s.mu.Unlock()
-			entry.Event = "key_conflict"
-			return http.StatusBadRequest, errorBody("idempotency_error", "Idempotency-Key %s: keys can only be reused with the same parameters they were first used with", key), nil
-		case ok:
-			status, body := e.status, replayed(e.body)
-			s.mu.Unlock()
-			entry.Event = "replayed"
-			return status, body, map[string]string{"Idempotent-Replayed": "true"}
-		}
-		s.keys[key] = &keyEntry{paramsHash: hash, created: now, inFlight: true}
-		s.mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.keys[key]
+	if ok && now.Sub(e.created) >= s.cfg.Retention {
+		ok = false // past retention: the key runs as new
 	}
+	switch {
+	case ok && e.inFlight:
+		entry.Event = "in_flight"
+		return &answer{status: http.StatusConflict, body: errorBody("idempotency_error", "Idempotency-Key %s: another request with this key is in progress; retry later", key)}
+	case ok && e.paramsHash != hash:
+		entry.Event = "key_conflict"
+		return &answer{status: http.StatusBadRequest, body: errorBody("idempotency_error", "Idempotency-Key %s: keys can only be reused with the same parameters they were first used with", key)}
+	case ok:
+		entry.Event = "replayed"
+		return &answer{status: e.status, body: replayed(e.body), headers: map[string]string{"Idempotent-Replayed": "true"}}
+	}
+	s.keys[key] = &keyEntry{paramsHash: hash, created: now, inFlight: true}
+	return nil
+}
 
-	// The delay is served with the key in flight, as a slow provider holds
-	// it: a concurrent request with the same key gets 409 meanwhile.
-	var slow []string
+// serveLatency serves the latency faults with the key in flight, as a
+// slow provider holds it: a concurrent request with the same key gets 409
+// meanwhile. slow names the faults served; gone is whether the client
+// left before anything was sent.
+func (s *Sandbox) serveLatency(ctx context.Context, faults []Fault, entry *LogEntry) (slow []string, gone bool) {
 	for _, f := range faults {
 		if f.Kind != Latency {
 			continue
 		}
 		slow = append(slow, "fault:"+f.String())
-		s.cfg.Logger.Info("sandbox fault", "fault", f.String(), "key", key, "to", msg.To)
+		s.cfg.Logger.Info("sandbox fault", "fault", f.String(), "key", entry.IdempotencyKey, "to", entry.To)
 		select {
 		case <-time.After(f.Delay):
-		case <-r.Context().Done():
-			// The client left before anything was sent: free the key so
-			// its retry can send.
-			if key != "" {
-				s.mu.Lock()
-				delete(s.keys, key)
-				s.mu.Unlock()
-			}
-			entry.Event = strings.Join(slow, "; ")
-			return 0, nil, nil
+		case <-ctx.Done():
+			return slow, true
 		}
 	}
-	status, body, headers := s.deliver(r.Context(), msg, key, entry)
-	if len(slow) > 0 {
-		entry.Event += "; " + strings.Join(slow, "; ")
+	return slow, false
+}
+
+// releaseKey frees a key nothing was sent under, so its retry can send.
+func (s *Sandbox) releaseKey(key string) {
+	if key == "" {
+		return
 	}
-	if key != "" {
-		s.mu.Lock()
-		if status >= 500 || status == http.StatusBadRequest {
-			delete(s.keys, key) // nothing was sent: a retry must be able to send
-		} else {
-			s.keys[key] = &keyEntry{paramsHash: hash, created: now, status: status, body: body}
-		}
-		s.mu.Unlock()
+	s.mu.Lock()
+	delete(s.keys, key)
+	s.mu.Unlock()
+}
+
+// settleKey keeps the answer under key for replays, or frees the key
+// when nothing was sent (5xx, 400): a retry must be able to send.
+func (s *Sandbox) settleKey(key, hash string, now time.Time, status int, body []byte) {
+	if key == "" {
+		return
 	}
-	if f, ok := find(faults, LoseResponse); ok && status < 300 {
-		entry.Event += "; fault:" + f.String()
-		s.cfg.Logger.Info("sandbox fault", "fault", f.String(), "key", key, "to", msg.To, "message_id", entry.MessageID)
-		if f.Answer504 {
-			return http.StatusGatewayTimeout, errorBody("api_error", "gateway timeout (injected fault lose-response)"), nil
-		}
-		// Hold the connection until the client gives up, as a lost
-		// response looks from the client's side.
-		select {
-		case <-r.Context().Done():
-			return 0, nil, nil
-		case <-time.After(s.cfg.HoldLimit):
-			return http.StatusGatewayTimeout, errorBody("api_error", "gateway timeout (injected fault lose-response)"), nil
-		}
+	if status >= 500 || status == http.StatusBadRequest {
+		s.releaseKey(key)
+		return
 	}
-	return status, body, headers
+	s.mu.Lock()
+	s.keys[key] = &keyEntry{paramsHash: hash, created: now, status: status, body: body}
+	s.mu.Unlock()
+}
+
+// loseResponse loses a delivery's answer: 504 at once in 504 mode, else
+// the connection held until the client gives up, as a lost response looks
+// from the client's side (504 after HoldLimit).
+func (s *Sandbox) loseResponse(ctx context.Context, f Fault, entry *LogEntry) answer {
+	entry.Event += "; fault:" + f.String()
+	s.cfg.Logger.Info("sandbox fault", "fault", f.String(), "key", entry.IdempotencyKey, "to", entry.To, "message_id", entry.MessageID)
+	timeout := answer{status: http.StatusGatewayTimeout, body: errorBody("api_error", "gateway timeout (injected fault lose-response)")}
+	if f.Answer504 {
+		return timeout
+	}
+	select {
+	case <-ctx.Done():
+		return answer{}
+	case <-time.After(s.cfg.HoldLimit):
+		return timeout
+	}
 }
 
 // deliver sends the email: a new message id, and the effect recorded
