@@ -53,6 +53,12 @@ func New(ctx context.Context, e Engine) (*DB, error) {
 	}
 	registerClassifier(e)
 	d := &dialect{engine: e}
+	// The engine's own statements are in its dialect already.
+	for _, q := range []string{e.BeginWrite(), e.WriteLock(), e.Notify()} {
+		if q != "" {
+			d.cache.Store(q, q)
+		}
+	}
 	db := &DB{Path: e.Target(), engine: e, d: d, write: pool{write, d}, read: pool{read, d}, prepared: map[string]*sql.Stmt{}}
 	if err := e.Prepare(ctx, write); err != nil {
 		db.Close()
@@ -69,8 +75,19 @@ func New(ctx context.Context, e Engine) (*DB, error) {
 	return db, nil
 }
 
-// Engine is the name of the database's engine: "sqlite" or "postgres".
+// Engine is the name of the database's engine, for messages: "sqlite" or
+// "postgres". What differs between the engines is asked by name of what
+// it is (Shared, Durability), never by the engine's name.
 func (db *DB) Engine() string { return db.engine.Name() }
+
+// Shared reports whether other instances may write the database too
+// (PostgreSQL): a live tail must then follow the store's notices, this
+// instance's commits among them, rather than its own commits.
+func (db *DB) Shared() bool { return db.engine.Shared() }
+
+// Durability names what a commit survives: SQLite's sync setting
+// ("normal", "full"), or "server" for PostgreSQL's own settings.
+func (db *DB) Durability() string { return db.engine.Durability() }
 
 // Close closes both pools.
 func (db *DB) Close() error {

@@ -9,12 +9,25 @@ import (
 	"io/fs"
 	"net"
 	"sync"
+	"time"
 )
 
 // Engine is what a database engine gives the store: its connections, its
-// migrations and its SQL dialect. The store's SQL is written once, for
-// SQLite, in the subset both engines share, and the engine rewrites what
-// differs (Rebind); store/sqlite and store/postgres implement it.
+// migrations and its SQL dialect; store/sqlite and store/postgres
+// implement it. The store's SQL is written once, in the SQL both engines
+// share (ON CONFLICT DO NOTHING, coalesce, ||), and what differs is a
+// named operation each engine writes for itself (EntityKeySQL, Vacuum,
+// PageBytes, Sizes, BeginWrite, WriteLock, Notify ...), never a switch on
+// the engine's name outside the engines.
+//
+// Rebind still does two things to a query: it numbers SQLite's ?
+// placeholders ($1, $2, ... on PostgreSQL), outside string literals and
+// comments; and it turns the JSON list parameter, json_each(?) and
+// json_extract(x, '$[N]') over its elements, into PostgreSQL's
+// json_array_elements_text. PostgreSQL's refuses, by panicking with the
+// reason, any other SQLite form (INSERT OR IGNORE, char(N), ifnull, ...);
+// the store's suite prepares every query on PostgreSQL
+// (queries_test.go), so a refused or broken query fails it by name.
 type Engine interface {
 	// Name is "sqlite" or "postgres".
 	Name() string
@@ -30,8 +43,11 @@ type Engine interface {
 	// applied in order, one transaction each.
 	Migrations() fs.FS
 	// Rebind turns a query written in the store's dialect into the
-	// engine's. It is called once per query text.
+	// engine's (above). It is called once per query text.
 	Rebind(query string) string
+	// BeginWrite, WriteLock and Notify are statements in the engine's own
+	// dialect, which the store runs as they are.
+	//
 	// BeginWrite is the statement that begins a write transaction on the
 	// writer's connection.
 	BeginWrite() string
@@ -50,10 +66,46 @@ type Engine interface {
 	Unwritable(err error) (reason string, ok bool)
 	// EntityKey is how the engine stores an event's entity
 	// (trace.Event.Entity, NUL-separated): PostgreSQL's text cannot hold
-	// NUL, and its Rebind turns the char(0) of queries into the same.
+	// NUL. EntityKeySQL is the same key in SQL, of SQL expressions for
+	// its parts.
 	EntityKey(entity string) string
+	EntityKeySQL(parts ...string) string
 	// Sizes is what the database holds on disk.
 	Sizes(ctx context.Context, read *sql.DB) (FileSizes, error)
+	// PageBytes is the database's size as a prune reports it before and
+	// after (PruneResult.BytesBefore): what the data takes, which a
+	// vacuum shrinks.
+	PageBytes(ctx context.Context, read *sql.DB) (int64, error)
+	// Vacuum gives the space a prune freed back as the engine can, and
+	// returns how (PruneResult.Vacuum).
+	Vacuum(ctx context.Context, run VacuumRun) (mode string, err error)
+	// Shared reports whether other instances may write the database too:
+	// a live tail then follows the store's notices (Notify) rather than
+	// this instance's commits.
+	Shared() bool
+	// Durability names what a commit survives, for the server's log:
+	// SQLite's sync setting, or the server's own for PostgreSQL.
+	Durability() string
+}
+
+// VacuumRun is what the store lends an engine's Vacuum.
+type VacuumRun struct {
+	// Read is the readers' pool.
+	Read *sql.DB
+	// WithWriter runs fn on the writer's connection outside any
+	// transaction (VACUUM cannot run in one), holding the writer from
+	// other writes, and returns how long it held it.
+	WithWriter func(fn func(*sql.Conn) error) (time.Duration, error)
+	// Account reports one step of the vacuum ("vacuum" or "checkpoint")
+	// to the prune's batches: the pages it handled and how long it held
+	// the writer.
+	Account func(phase string, items int, hold time.Duration)
+	// NextChunk sizes a vacuum done in chunks as the prune sizes its
+	// batches (to about half its MaxHold): the size of the next chunk,
+	// after one of size that did done pages holding the writer hold.
+	NextChunk func(size, done int, hold time.Duration) int
+	// ConvertMax is PruneOptions.VacuumConvertMax.
+	ConvertMax int64
 }
 
 // classifiers are the Unwritable of every engine opened, so that
@@ -89,9 +141,18 @@ type dialect struct {
 	cache  sync.Map // query -> rebound query
 }
 
+// testHookRebind, set by the store's tests before any database opens, sees
+// every query text the store runs, as written, the first time a database
+// runs it: every query passes through rebind, so the tests can prepare all
+// of them on PostgreSQL (queries_test.go).
+var testHookRebind func(query string)
+
 func (d *dialect) rebind(query string) string {
 	if q, ok := d.cache.Load(query); ok {
 		return q.(string)
+	}
+	if testHookRebind != nil {
+		testHookRebind(query)
 	}
 	q := d.engine.Rebind(query)
 	d.cache.Store(query, q)
@@ -131,6 +192,10 @@ func (t readTx) QueryRowContext(ctx context.Context, query string, args ...any) 
 }
 
 func (db *DB) entityKey(entity string) string { return db.engine.EntityKey(entity) }
+
+// entitySQL is the entity key of SQL expressions for its parts
+// (Engine.EntityKeySQL).
+func (t *Tx) entitySQL(parts ...string) string { return t.db.engine.EntityKeySQL(parts...) }
 
 // lostConnection reports the errors of a lost connection that database/sql
 // and the network give whatever the engine: a connection the driver

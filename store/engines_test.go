@@ -23,6 +23,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	installRecorder() // queries_test.go
 	code := m.Run()
 	if code != 0 {
 		os.Exit(code)
@@ -38,7 +39,11 @@ func TestMain(m *testing.M) {
 	}
 	cluster, engine = c, "postgres"
 	fmt.Fprintln(os.Stderr, "store: the same tests on PostgreSQL")
+	recordQueries() // queries_test.go
 	code = m.Run()
+	if code == 0 {
+		code = checkQueries()
+	}
 	cluster.Stop()
 	os.Exit(code)
 }
@@ -75,4 +80,21 @@ func rawDriver(db *store.DB) (driver, name string) {
 		return "pgx", db.Path // a test database has no password to redact
 	}
 	return "sqlite", "file:" + db.Path + "?_pragma=busy_timeout(10000)"
+}
+
+// TestEngineOperations pins what each engine answers for the operations
+// the rest of oncetrace asks by name instead of by the engine's name.
+func TestEngineOperations(t *testing.T) {
+	db := openEngine(t)
+	defer db.Close()
+	want := map[string]struct {
+		shared     bool
+		durability string
+	}{"sqlite": {false, "normal"}, "postgres": {true, "server"}}[engine]
+	if got := db.Shared(); got != want.shared {
+		t.Errorf("Shared: got %v, want %v", got, want.shared)
+	}
+	if got := db.Durability(); got != want.durability {
+		t.Errorf("Durability: got %q, want %q", got, want.durability)
+	}
 }

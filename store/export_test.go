@@ -50,3 +50,11 @@ func SetWriterBusyTimeout(db *DB, ms int) error {
 	_, err := db.writeConn.ExecContext(context.Background(), fmt.Sprintf("PRAGMA busy_timeout = %d", ms))
 	return err
 }
+
+// RecordQueries makes record see every query text the store runs, as
+// written, the first time each database runs it. TestMain sets it before
+// any database opens.
+func RecordQueries(record func(query string)) { testHookRebind = record }
+
+// Rebind is a query of the store as db's engine runs it.
+func Rebind(db *DB, query string) string { return db.engine.Rebind(query) }

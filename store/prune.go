@@ -240,7 +240,7 @@ func (p *pruner) executions(ctx context.Context) error {
 				// No time at all: judged by when its events arrived.
 				timeless, err := t.strings(`SELECT x.execution_id FROM executions x WHERE x.sort_at = 0
 					AND NOT EXISTS (SELECT 1 FROM events v WHERE v.execution_id = x.execution_id AND v.received_at >= ?)
-					AND NOT EXISTS (SELECT 1 FROM effects f JOIN events v ON v.entity = 'e' || char(0) || f.provider || char(0) || f.effect_id
+					AND NOT EXISTS (SELECT 1 FROM effects f JOIN events v ON v.entity = `+t.entitySQL("'e'", "f.provider", "f.effect_id")+`
 						WHERE f.trace_id = x.execution_id AND v.received_at >= ?)
 					LIMIT ?`, before, before, size.n-len(ids))
 				if err != nil {
@@ -304,7 +304,7 @@ func (t *Tx) deleteExecutions(ids []string, res *PruneResult) (int64, error) {
 		return rows, err
 	}
 	res.Events += n
-	n, err = del(`DELETE FROM events WHERE entity IN (SELECT 's' || char(0) || trace_id || char(0) || span_id FROM spans WHERE execution_id IN `+inList+`)`, list)
+	n, err = del(`DELETE FROM events WHERE entity IN (SELECT `+t.entitySQL("'s'", "trace_id", "span_id")+` FROM spans WHERE execution_id IN `+inList+`)`, list)
 	if err != nil {
 		return rows, err
 	}
@@ -349,10 +349,10 @@ func (t *Tx) deleteExecutions(ids []string, res *PruneResult) (int64, error) {
 			keys = append(keys, f.key)
 		}
 	}
-	if err := t.exec(`INSERT OR IGNORE INTO prune_pending (kind, value) SELECT 'key', value FROM json_each(?)`, jsonList(keys)); err != nil {
+	if err := t.exec(`INSERT INTO prune_pending (kind, value) SELECT 'key', value FROM json_each(?) WHERE true ON CONFLICT DO NOTHING`, jsonList(keys)); err != nil {
 		return rows, err
 	}
-	if err := t.exec(`INSERT OR IGNORE INTO prune_pending (kind, value) SELECT 'trace', value FROM json_each(?)`, jsonList(traces)); err != nil {
+	if err := t.exec(`INSERT INTO prune_pending (kind, value) SELECT 'trace', value FROM json_each(?) WHERE true ON CONFLICT DO NOTHING`, jsonList(traces)); err != nil {
 		return rows, err
 	}
 	return rows, nil
@@ -399,7 +399,7 @@ func (t *Tx) deleteEffects(effects []effectKey, res *PruneResult) (int64, error)
 		query string
 		count *int64
 	}{
-		{`DELETE FROM events WHERE entity IN (SELECT 'e' || char(0) || p || char(0) || id FROM ` + refs + `)`, &res.Events},
+		{`DELETE FROM events WHERE entity IN (SELECT ` + t.entitySQL("'e'", "p", "id") + ` FROM ` + refs + `)`, &res.Events},
 		{`DELETE FROM findings WHERE source = 'effect' AND (effect_provider, effect_id) IN (SELECT p, id FROM ` + refs + `)`, nil},
 		{`DELETE FROM messages WHERE (provider, effect_id) IN (SELECT p, id FROM ` + refs + `)`, nil},
 		{`DELETE FROM effects WHERE (provider, effect_id) IN (SELECT p, id FROM ` + refs + `)`, &res.Effects},
@@ -470,7 +470,7 @@ func (p *pruner) reaudit(ctx context.Context) error {
 					}
 					p.res.Reaudited += int64(len(values))
 				}
-				if err := t.exec(`INSERT OR IGNORE INTO prune_pending (kind, value) SELECT 'execution', value FROM json_each(?)`, jsonList(queue)); err != nil {
+				if err := t.exec(`INSERT INTO prune_pending (kind, value) SELECT 'execution', value FROM json_each(?) WHERE true ON CONFLICT DO NOTHING`, jsonList(queue)); err != nil {
 					return 0, 0, err
 				}
 				if err := t.exec(`DELETE FROM prune_pending WHERE kind = ? AND value IN `+inList, kind, jsonList(values)); err != nil {
@@ -509,7 +509,7 @@ func (p *pruner) orphanEffects(ctx context.Context) error {
 				// No time: judged by when its events arrived.
 				timeless, err := t.effectKeys(`SELECT provider, effect_id, idempotency_key FROM effects f
 					WHERE state = 'orphan' AND at IS NULL AND execution_id = ''
-					AND NOT EXISTS (SELECT 1 FROM events WHERE entity = 'e' || char(0) || f.provider || char(0) || f.effect_id AND received_at >= ?)
+					AND NOT EXISTS (SELECT 1 FROM events WHERE entity = `+t.entitySQL("'e'", "f.provider", "f.effect_id")+` AND received_at >= ?)
 					LIMIT ?`, before, size.n-len(effects))
 				if err != nil {
 					return 0, 0, err
@@ -532,103 +532,26 @@ func (p *pruner) orphanEffects(ctx context.Context) error {
 	}
 }
 
-// vacuum returns free pages to the file system: incrementally, a chunk at
-// a time, when the database was created with auto_vacuum=INCREMENTAL (Open
-// does that for new files); by one VACUUM that also switches it, when it
-// predates that and is small enough; else not at all.
+// vacuum gives the space the prune freed back as the engine can
+// (Engine.Vacuum).
 func (p *pruner) vacuum(ctx context.Context) error {
-	if p.db.engine.Name() != "sqlite" {
-		// PostgreSQL's autovacuum makes the space reusable; giving it
-		// back to the file system is the operator's VACUUM FULL.
-		p.res.Vacuum = "autovacuum"
-		return nil
-	}
-	var mode, free int64
-	if err := p.db.read.QueryRowContext(ctx, `PRAGMA auto_vacuum`).Scan(&mode); err != nil {
-		return fmt.Errorf("store: prune vacuum: %w", err)
-	}
-	switch mode {
-	case 1:
-		p.res.Vacuum = "auto"
-		return p.checkpoint(ctx)
-	case 2:
-		p.res.Vacuum = "incremental"
-	default:
-		size, err := p.db.pageBytes(ctx)
-		if err != nil {
-			return err
-		}
-		var pages int
-		if err := p.db.read.QueryRowContext(ctx, `PRAGMA page_count`).Scan(&pages); err != nil {
-			return fmt.Errorf("store: prune vacuum: %w", err)
-		}
-		if p.opts.VacuumConvertMax <= 0 || size > p.opts.VacuumConvertMax {
-			p.res.Vacuum = "none"
-			return nil
-		}
-		hold, err := p.db.withWriter(ctx, func(c *sql.Conn) error {
-			if _, err := c.ExecContext(ctx, `PRAGMA auto_vacuum = INCREMENTAL`); err != nil {
-				return err
-			}
-			_, err := c.ExecContext(ctx, `VACUUM`)
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("store: prune vacuum: %w", err)
-		}
-		p.res.Vacuum = "full"
-		p.account(ctx, PruneBatch{Phase: "vacuum", Items: pages, Hold: hold, Work: hold})
-		return p.checkpoint(ctx)
-	}
-	// One pass over the pages free when it starts: ingest frees and reuses
-	// pages all the time, so "until none is free" might never end while it
-	// runs.
-	if err := p.db.read.QueryRowContext(ctx, `PRAGMA freelist_count`).Scan(&free); err != nil {
-		return fmt.Errorf("store: prune vacuum: %w", err)
-	}
-	pages := 256
-	for left := free; left > 0; {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if err := p.db.read.QueryRowContext(ctx, `PRAGMA freelist_count`).Scan(&free); err != nil {
-			return fmt.Errorf("store: prune vacuum: %w", err)
-		}
-		if free == 0 {
-			break
-		}
-		n := int(min(free, left, int64(pages)))
-		left -= int64(n)
-		hold, err := p.db.withWriter(ctx, func(c *sql.Conn) error {
-			_, err := c.ExecContext(ctx, fmt.Sprintf(`PRAGMA incremental_vacuum(%d)`, n))
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("store: prune vacuum: %w", err)
-		}
-		p.account(ctx, PruneBatch{Phase: "vacuum", Items: n, Hold: hold, Work: hold})
-		bs := batchSize{n: pages, max: 1 << 16}
-		bs.next(n, hold, p.opts.MaxHold)
-		pages = bs.n
-	}
-	return p.checkpoint(ctx)
-}
-
-// checkpoint copies the write-ahead log into the database file, which
-// truncates the file to the database's size: without it the pages a
-// vacuum freed would stay on disk until the next automatic checkpoint.
-// PASSIVE never waits for readers; what it cannot copy now, a later
-// checkpoint does.
-func (p *pruner) checkpoint(ctx context.Context) error {
-	hold, err := p.db.withWriter(ctx, func(c *sql.Conn) error {
-		var busy, logPages, done int64
-		return c.QueryRowContext(ctx, `PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &logPages, &done)
+	mode, err := p.db.engine.Vacuum(ctx, VacuumRun{
+		Read: p.db.read.DB,
+		WithWriter: func(fn func(*sql.Conn) error) (time.Duration, error) {
+			return p.db.withWriter(ctx, fn)
+		},
+		Account: func(phase string, items int, hold time.Duration) {
+			p.account(ctx, PruneBatch{Phase: phase, Items: items, Hold: hold, Work: hold})
+		},
+		NextChunk: func(size, done int, hold time.Duration) int {
+			bs := batchSize{n: size, max: 1 << 16}
+			bs.next(done, hold, p.opts.MaxHold)
+			return bs.n
+		},
+		ConvertMax: p.opts.VacuumConvertMax,
 	})
-	if err != nil {
-		return fmt.Errorf("store: prune checkpoint: %w", err)
-	}
-	p.account(ctx, PruneBatch{Phase: "checkpoint", Hold: hold, Work: hold})
-	return nil
+	p.res.Vacuum = mode
+	return err
 }
 
 // withWriter runs fn on the writer's connection outside any transaction
@@ -652,19 +575,10 @@ func (db *DB) withWriter(ctx context.Context, fn func(*sql.Conn) error) (time.Du
 	return time.Since(start), err
 }
 
-// pageBytes is the database's size: on SQLite its page count times its
-// page size, which is what the file shrinks to once a vacuum is
-// checkpointed; elsewhere what the engine measures.
+// pageBytes is the database's size as the engine measures it
+// (Engine.PageBytes).
 func (db *DB) pageBytes(ctx context.Context) (int64, error) {
-	if db.engine.Name() != "sqlite" {
-		sz, err := db.engine.Sizes(ctx, db.read.DB)
-		return sz.Main, err
-	}
-	var pages, size int64
-	if err := db.read.QueryRowContext(ctx, `SELECT page_count, page_size FROM pragma_page_count(), pragma_page_size()`).Scan(&pages, &size); err != nil {
-		return 0, fmt.Errorf("store: database size: %w", err)
-	}
-	return pages * size, nil
+	return db.engine.PageBytes(ctx, db.read.DB)
 }
 
 // FedProviders returns, inside the transaction, the providers whose

@@ -171,7 +171,7 @@ func (t *Tx) indexTerms(executionID string, ts termSet) error {
 	if len(ts) == 0 {
 		return nil
 	}
-	err := t.exec(`INSERT OR IGNORE INTO search_terms (term, execution_id) SELECT value, ? FROM json_each(?)`, executionID, ts.list())
+	err := t.exec(`INSERT INTO search_terms (term, execution_id) SELECT value, ? FROM json_each(?) WHERE true ON CONFLICT DO NOTHING`, executionID, ts.list())
 	if err != nil {
 		return fmt.Errorf("store: index search terms of %s: %w", executionID, err)
 	}

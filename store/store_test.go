@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -512,5 +513,17 @@ func TestExportEventsInCommitOrder(t *testing.T) {
 	err = db.ExportEvents(ctx, func(int64, []byte) error { n++; return stop })
 	if !errors.Is(err, stop) || n != 1 {
 		t.Errorf("a callback error: got %v after %d calls, want it returned after 1", err, n)
+	}
+}
+
+func TestExecutionNames(t *testing.T) {
+	db, w := openDB(t)
+	write(t, w, executionEvents("names-1", base, 1, 1, 0)...)
+	got, err := db.ExecutionNames(context.Background(), []string{"names-1", "missing"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]string{"names-1": "billing-agent"}; !maps.Equal(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
 	}
 }

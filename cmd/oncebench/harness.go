@@ -188,7 +188,7 @@ func startServer(ctx context.Context, target string, syncMode sqlite.Sync, group
 		s.commits.Add(1)
 		s.hub.Publish(c)
 	}
-	if db.Engine() == "postgres" {
+	if db.Shared() {
 		// As serve: other instances may write, so the hub follows the store.
 		if s.follow, err = followStore(db, target, s.hub); err != nil {
 			db.Close()

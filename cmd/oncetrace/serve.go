@@ -224,7 +224,7 @@ func runServe(args []string) error {
 	wcfg.Analysis = c.analysis
 	wcfg.GroupCommit = c.groupCommit
 	wcfg.OnCommit = hub.Publish // after each commit; never blocks
-	if db.Engine() == "postgres" {
+	if db.Shared() {
 		// Other instances may write the database: the live tail follows
 		// the store's notices instead, this writer's commits among them.
 		if err := followSharedDatabase(ctx, db, c.db, hub, logger); err != nil {
@@ -246,11 +246,7 @@ func runServe(args []string) error {
 		Auth: c.auth(), Metrics: metrics, MaxDecodeBytes: c.decode.maxBytes})
 
 	gate.ready(srv)
-	syncMode := c.sync
-	if db.Engine() != "sqlite" {
-		syncMode = "server" // the PostgreSQL server's own durability settings
-	}
-	logger.Info("oncetrace serving", "url", "http://"+ln.Addr().String(), "db", redactedTarget(c.db), "engine", db.Engine(), "sync", syncMode, "version", version)
+	logger.Info("oncetrace serving", "url", "http://"+ln.Addr().String(), "db", redactedTarget(c.db), "engine", db.Engine(), "sync", db.Durability(), "version", version)
 	logger.Info("oncetrace redaction", "redact", strings.Join(c.limits.Redact.Terms(), ",")) // prune.go
 	logger.Info("oncetrace hosts", "allowed_hosts", strings.Join(c.allowedHosts, ","), "max_conns_per_ip", c.listen.maxConnsPerIP)
 	if c.spanMap != nil {

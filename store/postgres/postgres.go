@@ -134,7 +134,16 @@ func (e *engine) Migrations() fs.FS {
 	return sub
 }
 
-func (e *engine) Rebind(query string) string { return rebind(query) }
+// Rebind panics on a query it refuses (rebind.go): that is a query of the
+// store outside the dialect the engines share, a programming error the
+// store's suite finds, since it rebinds every query (store/queries_test.go).
+func (e *engine) Rebind(query string) string {
+	q, err := rebind(query)
+	if err != nil {
+		panic(fmt.Sprintf("%v: %s", err, query))
+	}
+	return q
+}
 
 // BeginWrite is a plain BEGIN: the advisory lock (WriteLock) that follows
 // it serialises writers.
@@ -152,10 +161,14 @@ func (e *engine) WriteLock() string {
 // Notify is delivered when, and only if, the transaction commits, in
 // commit order.
 func (e *engine) Notify() string {
-	return "SELECT pg_notify('" + Channel + "', ?)"
+	return "SELECT pg_notify('" + Channel + "', $1)"
 }
 
+// EntityKey and EntityKeySQL separate an entity's parts with the unit
+// separator, U+001F, where trace.Event.Entity has NUL.
 func (e *engine) EntityKey(entity string) string { return strings.ReplaceAll(entity, "\x00", "\x1f") }
+
+func (e *engine) EntityKeySQL(parts ...string) string { return strings.Join(parts, " || chr(31) || ") }
 
 func (e *engine) Unwritable(err error) (string, bool) {
 	var ce *pgconn.ConnectError
@@ -191,3 +204,23 @@ func (e *engine) Sizes(ctx context.Context, read *sql.DB) (store.FileSizes, erro
 	}
 	return sz, nil
 }
+
+// PageBytes is the database's size as the server reports it (Sizes).
+func (e *engine) PageBytes(ctx context.Context, read *sql.DB) (int64, error) {
+	sz, err := e.Sizes(ctx, read)
+	return sz.Main, err
+}
+
+// Vacuum leaves the space to autovacuum, which makes it reusable; giving
+// it back to the file system is the operator's VACUUM FULL, which locks
+// each table it rewrites.
+func (e *engine) Vacuum(ctx context.Context, run store.VacuumRun) (string, error) {
+	return "autovacuum", nil
+}
+
+// Shared is true: every oncetrace instance on the database writes it.
+func (e *engine) Shared() bool { return true }
+
+// Durability is the server's own settings (synchronous_commit and its
+// replication).
+func (e *engine) Durability() string { return "server" }

@@ -185,6 +185,15 @@ func (e *engine) Notify() string { return "" }
 
 func (e *engine) EntityKey(entity string) string { return entity }
 
+// EntityKeySQL joins the parts with NUL, as trace.Event.Entity does.
+func (e *engine) EntityKeySQL(parts ...string) string { return strings.Join(parts, " || char(0) || ") }
+
+// Shared is false: one process owns the file.
+func (e *engine) Shared() bool { return false }
+
+// Durability is the sync setting: normal or full.
+func (e *engine) Durability() string { return string(e.sync) }
+
 func (e *engine) Unwritable(err error) (string, bool) {
 	var se *sqlite.Error
 	if !errors.As(err, &se) {
