@@ -1,4 +1,4 @@
-package writer
+package derive
 
 import (
 	"errors"
@@ -559,7 +559,7 @@ func (s *runSource) patch(e *cachedRun) (*cachedRun, error) {
 }
 
 // errNeedsLoad: the cached run cannot be patched; read it whole.
-var errNeedsLoad = errors.New("writer: run must be read whole")
+var errNeedsLoad = errors.New("derive: run must be read whole")
 
 func (s *runSource) attemptsOf(ref store.StepRef) ([]trace.Attempt, error) {
 	if as, ok := s.stepAttempts[ref]; ok {
