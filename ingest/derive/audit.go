@@ -43,29 +43,13 @@ func (d *derivation) audit(out *analysis, r *reach, byTrace map[string][]string,
 	}
 	src := newRunSource(d.tx, fed, d.cache, r.ch)
 	src.forget(r.executions)
-	runs, err := src.runs(setList(r.executions))
+	runs, err := loadRuns(src, setList(r.executions))
 	if err != nil {
 		return err
 	}
 	out.executions, out.newCritical, err = saveAnalyses(d.tx, runs, fed, cfg, r.changedSteps, src)
 	out.runs = src.pending
 	return err
-}
-
-// runs returns the runs of the executions that still exist.
-func (s *runSource) runs(ids []string) ([]trace.Run, error) {
-	runs := make([]trace.Run, 0, len(ids))
-	for _, id := range ids {
-		run, _, err := s.get(id)
-		if errors.Is(err, store.ErrNotFound) {
-			continue // a trace's placeholder, dropped in this commit
-		}
-		if err != nil {
-			return nil, err
-		}
-		runs = append(runs, run)
-	}
-	return runs, nil
 }
 
 // saveAnalyses audits the runs and stores what they derive (findings,
@@ -251,6 +235,7 @@ func ownerEffectStates(tx *store.Tx, runs []trace.Run, analyses []trace.RunAnaly
 	for _, id := range append(byKey, byTrace...) {
 		q.owners[id] = true
 	}
+	owners := runsOf(tx, fed, src)
 	if q.soleOwner(len(runs)) {
 		return analyses[0].States, nil
 	}
@@ -262,7 +247,7 @@ func ownerEffectStates(tx *store.Tx, runs []trace.Run, analyses []trace.RunAnaly
 		if q.loaded[id] {
 			continue
 		}
-		run, err := loadOwner(tx, src, id, fed)
+		run, err := owners.Run(id)
 		if errors.Is(err, store.ErrNotFound) {
 			continue // a trace's placeholder, dropped in this commit
 		}
@@ -345,13 +330,4 @@ func mergeStates(states, runStates map[trace.EffectRef]trace.MatchState) {
 	for ref, st := range runStates {
 		states[ref] = trace.WorseState(states[ref], st)
 	}
-}
-
-// loadOwner reads an owner's run: through the commit's source, if any.
-func loadOwner(tx *store.Tx, src *runSource, id string, fed map[string]bool) (trace.Run, error) {
-	if src != nil {
-		run, _, err := src.get(id)
-		return run, err
-	}
-	return tx.LoadRun(id, fed)
 }

@@ -1,8 +1,6 @@
 package derive
 
 import (
-	"errors"
-
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 )
@@ -13,42 +11,19 @@ import (
 // peer that shared their key, an effect that carried it, or a span of
 // their trace. It judges and stores them as the writer's commit does
 // (findings, effect states, counts and audit state), with the providers
-// whose outbox holds an effect now.
+// whose outbox holds an effect now, reading each run whole from the store.
+// Their attempts did not change, so neither did their steps' rows.
 func Reaudit(cfg trace.Config) func(tx *store.Tx, executionIDs []string) error {
 	return func(tx *store.Tx, executionIDs []string) error {
-		// Their attempts did not change, so neither did their steps' rows.
-		return rederive(tx, executionIDs, cfg, false)
-	}
-}
-
-// rederive loads the executions from the store and saves what trace
-// derives from them now; withSteps also rewrites every step's row.
-func rederive(tx *store.Tx, executionIDs []string, cfg trace.Config, withSteps bool) error {
-	fed, err := tx.FedProviders()
-	if err != nil {
-		return err
-	}
-	runs := make([]trace.Run, 0, len(executionIDs))
-	var steps map[string]map[string]bool
-	if withSteps {
-		steps = make(map[string]map[string]bool, len(executionIDs))
-	}
-	for _, id := range executionIDs {
-		run, err := tx.LoadRun(id, fed)
-		if errors.Is(err, store.ErrNotFound) {
-			continue // pruned since it was queued
-		}
+		fed, err := tx.FedProviders()
 		if err != nil {
 			return err
 		}
-		runs = append(runs, run)
-		if withSteps {
-			steps[id] = make(map[string]bool, len(run.Steps))
-			for _, s := range run.Steps {
-				steps[id][s.ID] = true
-			}
+		runs, err := loadRuns(storeRuns{tx: tx, fed: fed}, executionIDs)
+		if err != nil {
+			return err
 		}
+		_, _, err = saveAnalyses(tx, runs, fed, cfg, nil, nil)
+		return err
 	}
-	_, _, err = saveAnalyses(tx, runs, fed, cfg, steps, nil)
-	return err
 }
