@@ -103,16 +103,17 @@ func saveAnalyses(tx *store.Tx, runs []trace.Run, fed map[string]bool, cfg trace
 	return executions, critical, nil
 }
 
-// analyseRuns audits each run: incrementally by the auditor of its cached
-// run, if any, else whole.
+// analyseRuns audits each run with one auditor, trace.RunAuditor: the one
+// of its cached run, which recomputes what changed, else a new one, which
+// audits the whole run.
 func analyseRuns(runs []trace.Run, cfg trace.Config, src *runSource) []trace.RunAnalysis {
 	analyses := make([]trace.RunAnalysis, len(runs))
 	for i, run := range runs {
+		auditor := new(trace.RunAuditor)
 		if entry := src.entry(run.Execution.ID); entry != nil {
-			analyses[i] = entry.auditor.Analyse(run, cfg)
-		} else {
-			analyses[i] = trace.AnalyseRun(run, cfg)
+			auditor = entry.auditor
 		}
+		analyses[i] = auditor.Analyse(run, cfg)
 	}
 	return analyses
 }
