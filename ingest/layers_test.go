@@ -47,6 +47,8 @@ var layers = []layerRule{
 		from: "...", except: []string{"cmd/...", "web/..."}, never: []string{"web/..."}},
 	{why: "nothing imports a command",
 		from: "...", never: []string{"cmd/..."}},
+	{why: "derivation reads and writes the store by trace's rules, and knows no HTTP, feed or writer",
+		from: "ingest/derive", only: []string{"ingest", "store", "trace"}},
 }
 
 // TestLayers holds every package's imports (its non-test files; a test may
@@ -57,7 +59,7 @@ func TestLayers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, pkg := range []string{"ingest", "ingest/feed", "ingest/feed/tap", "ingest/writer", "store", "trace", "web"} {
+	for _, pkg := range []string{"ingest", "ingest/feed", "ingest/feed/tap", "ingest/writer", "ingest/derive", "store", "trace", "web"} {
 		if graph[pkg] == nil {
 			t.Fatalf("read no package %s under %s: the walk is broken, so it would pass anything", pkg, root)
 		}
@@ -93,6 +95,11 @@ func TestLayersCatchEachBreach(t *testing.T) {
 		{"views", "web", layers[6].why},
 		{"cmd/oncetrace", "web", ""},
 		{"web", "cmd/oncetrace", layers[7].why},
+		{"ingest/writer", "ingest/derive", ""},
+		{"ingest/derive", "store", ""},
+		{"ingest/derive", "ingest/writer", layers[8].why},
+		{"ingest/derive", "ingest/feed", layers[8].why},
+		{"ingest/derive", "web", layers[6].why},
 	} {
 		graph := map[string]map[string]string{tc.from: {tc.to: tc.from + "/x.go"}}
 		breaches := layerBreaches(layers, graph)

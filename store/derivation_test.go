@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oncetrace/oncetrace/ingest/writer"
+	"github.com/oncetrace/oncetrace/ingest/derive"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 )
@@ -22,7 +22,7 @@ func TestRebuildStampsANewDatabase(t *testing.T) {
 		t.Fatalf("new database: version %d, %v; want 0 (none recorded)", v, err)
 	}
 	calls := 0
-	rebuilt, err := writer.Rebuild(ctx, db, trace.DefaultConfig, func(int, int) { calls++ })
+	rebuilt, err := derive.Rebuild(ctx, db, trace.DefaultConfig, func(int, int) { calls++ })
 	if err != nil || rebuilt || calls != 0 {
 		t.Fatalf("Rebuild of a new database: rebuilt %v, %d progress calls, %v; want nothing rebuilt", rebuilt, calls, err)
 	}
@@ -45,14 +45,14 @@ func TestRebuildRederivesEveryExecutionOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	var done, total int
-	rebuilt, err := writer.Rebuild(ctx, db, trace.DefaultConfig, func(d, n int) { done, total = d, n })
+	rebuilt, err := derive.Rebuild(ctx, db, trace.DefaultConfig, func(d, n int) { done, total = d, n })
 	if err != nil || !rebuilt || done != 3 || total != 3 {
 		t.Fatalf("Rebuild: rebuilt %v, progress %d/%d, %v; want 3/3", rebuilt, done, total, err)
 	}
 	if v, _ := db.DerivationVersion(ctx); v != trace.DerivationVersion {
 		t.Fatalf("after Rebuild: version %d, want %d", v, trace.DerivationVersion)
 	}
-	if rebuilt, err := writer.Rebuild(ctx, db, trace.DefaultConfig, nil); err != nil || rebuilt {
+	if rebuilt, err := derive.Rebuild(ctx, db, trace.DefaultConfig, nil); err != nil || rebuilt {
 		t.Fatalf("second Rebuild: rebuilt %v, %v; want nothing", rebuilt, err)
 	}
 }
@@ -71,8 +71,8 @@ func TestRebuildRefusesANewerDerivation(t *testing.T) {
 	}
 	before := derivedSnapshot(t, db)
 	calls := 0
-	rebuilt, err := writer.Rebuild(ctx, db, trace.DefaultConfig, func(int, int) { calls++ })
-	refused, ok := errors.AsType[*writer.NewerDerivationError](err)
+	rebuilt, err := derive.Rebuild(ctx, db, trace.DefaultConfig, func(int, int) { calls++ })
+	refused, ok := errors.AsType[*derive.NewerDerivationError](err)
 	if !ok || rebuilt || calls != 0 {
 		t.Fatalf("Rebuild of a newer database: rebuilt %v, %d progress calls, %v; want a *NewerDerivationError", rebuilt, calls, err)
 	}
@@ -120,7 +120,7 @@ func TestRebuildFoldsTheEventLog(t *testing.T) {
 	if err := db.SetDerivationVersion(ctx, trace.DerivationVersion-1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := writer.Rebuild(ctx, db, trace.DefaultConfig, nil); err != nil {
+	if _, err := derive.Rebuild(ctx, db, trace.DefaultConfig, nil); err != nil {
 		t.Fatal(err)
 	}
 	if after := derivedSnapshot(t, db); after != before {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/oncetrace/oncetrace/ingest"
+	"github.com/oncetrace/oncetrace/ingest/derive"
 	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
@@ -140,7 +141,7 @@ func TestPruneWhileIngesting(t *testing.T) {
 			}
 		}()
 	}
-	res, err := db.Prune(ctx, store.PruneOptions{Before: now.Add(-30 * 24 * time.Hour), Interleave: true, Reaudit: writer.Reaudit(trace.DefaultConfig),
+	res, err := db.Prune(ctx, store.PruneOptions{Before: now.Add(-30 * 24 * time.Hour), Interleave: true, Reaudit: derive.Reaudit(trace.DefaultConfig),
 		OnBatch: func(b store.PruneBatch) {
 			mu.Lock()
 			defer mu.Unlock()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/oncetrace/oncetrace/ingest"
+	"github.com/oncetrace/oncetrace/ingest/derive"
 	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
@@ -247,7 +248,7 @@ func TestPruneDeletesOldExecutionsWithEverythingNamingThem(t *testing.T) {
 	}
 
 	var batches []store.PruneBatch
-	res, err := db.Prune(ctx, store.PruneOptions{Before: now.Add(-30 * 24 * time.Hour), Reaudit: writer.Reaudit(trace.DefaultConfig),
+	res, err := db.Prune(ctx, store.PruneOptions{Before: now.Add(-30 * 24 * time.Hour), Reaudit: derive.Reaudit(trace.DefaultConfig),
 		OnBatch: func(b store.PruneBatch) { batches = append(batches, b) }})
 	if err != nil {
 		t.Fatal(err)
@@ -307,7 +308,7 @@ func TestPruneDeletesOldExecutionsWithEverythingNamingThem(t *testing.T) {
 	}
 
 	// A second prune finds nothing more.
-	again, err := db.Prune(ctx, store.PruneOptions{Before: now.Add(-30 * 24 * time.Hour), Reaudit: writer.Reaudit(trace.DefaultConfig)})
+	again, err := db.Prune(ctx, store.PruneOptions{Before: now.Add(-30 * 24 * time.Hour), Reaudit: derive.Reaudit(trace.DefaultConfig)})
 	if err != nil || again.Rows != 0 {
 		t.Errorf("a second prune: got %d rows deleted (%v), want 0", again.Rows, err)
 	}
@@ -319,13 +320,13 @@ func TestPruneTimelessExecutionsByWhenTheyArrived(t *testing.T) {
 	ctx := context.Background()
 	// Received just now: a cutoff a minute ago keeps it, one in the
 	// future (everything older than it) deletes it.
-	if _, err := db.Prune(ctx, store.PruneOptions{Before: now.Add(-time.Minute), Reaudit: writer.Reaudit(trace.DefaultConfig)}); err != nil {
+	if _, err := db.Prune(ctx, store.PruneOptions{Before: now.Add(-time.Minute), Reaudit: derive.Reaudit(trace.DefaultConfig)}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Run(ctx, "exec_timeless"); err != nil {
 		t.Errorf("exec_timeless after a prune of what is older than a minute: got %v, want it kept", err)
 	}
-	res, err := db.Prune(ctx, store.PruneOptions{Before: now.Add(time.Hour), Reaudit: writer.Reaudit(trace.DefaultConfig)})
+	res, err := db.Prune(ctx, store.PruneOptions{Before: now.Add(time.Hour), Reaudit: derive.Reaudit(trace.DefaultConfig)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +359,7 @@ func TestPruneResumesWhatWasLeftToReaudit(t *testing.T) {
 	if got := findingRules(t, db, "exec_new"); !slices.Contains(got, "key_shared_across_executions") {
 		t.Fatalf("exec_new, not yet re-audited: got %v, want its stale findings still there", got)
 	}
-	res, err := db.Prune(ctx, store.PruneOptions{Before: now.Add(-30 * 24 * time.Hour), Reaudit: writer.Reaudit(trace.DefaultConfig)})
+	res, err := db.Prune(ctx, store.PruneOptions{Before: now.Add(-30 * 24 * time.Hour), Reaudit: derive.Reaudit(trace.DefaultConfig)})
 	if err != nil {
 		t.Fatal(err)
 	}

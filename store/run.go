@@ -109,6 +109,40 @@ func loadRun(ctx context.Context, q querier, id string, fed map[string]bool) (tr
 // queries however many there are; an id with no execution is left out.
 // Every run shares fed, which is only read.
 func loadRuns(ctx context.Context, q querier, ids []string, fed map[string]bool) (map[string]trace.Run, error) {
+	runs, err := loadExecutionRows(ctx, q, ids, fed)
+	if err != nil || len(runs) == 0 {
+		return runs, err
+	}
+	found := make([]string, 0, len(runs))
+	for id := range runs {
+		found = append(found, id)
+	}
+	sort.Strings(found)
+	all, attempts, err := loadRunAttempts(ctx, q, found)
+	if err != nil {
+		return nil, err
+	}
+	spans, err := loadRunSpans(ctx, q, found)
+	if err != nil {
+		return nil, err
+	}
+	terms := newRunTerms(found, attempts, spans)
+	effects, err := loadRunEffects(ctx, q, found, terms)
+	if err != nil {
+		return nil, err
+	}
+	peers, err := loadRunPeers(ctx, q, found, terms, all)
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range found {
+		runs[id] = assembleRun(runs[id], attempts[id], spans[id], effects, peers, terms.keys[id], terms.traces[id])
+	}
+	return runs, nil
+}
+
+// loadExecutionRows reads the executions' rows, as runs of nothing else.
+func loadExecutionRows(ctx context.Context, q querier, ids []string, fed map[string]bool) (map[string]trace.Run, error) {
 	runs := make(map[string]trace.Run, len(ids))
 	if len(ids) == 0 {
 		return runs, nil
@@ -129,24 +163,21 @@ func loadRuns(ctx context.Context, q querier, ids []string, fed map[string]bool)
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("store: load executions: %w", err)
 	}
-	if len(runs) == 0 {
-		return runs, nil
-	}
-	found := make([]string, 0, len(runs))
-	for id := range runs {
-		found = append(found, id)
-	}
-	sort.Strings(found)
+	return runs, nil
+}
 
-	rows, err = q.QueryContext(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE execution_id IN `+inList+` ORDER BY execution_id, step_id, attempt`, jsonList(found))
+// loadRunAttempts reads the executions' attempts: all of them, in the
+// order of ORDER BY execution_id, step_id, attempt, and by execution,
+// each run's a part of all, not a copy.
+func loadRunAttempts(ctx context.Context, q querier, found []string) ([]trace.Attempt, map[string][]trace.Attempt, error) {
+	rows, err := q.QueryContext(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE execution_id IN `+inList+` ORDER BY execution_id, step_id, attempt`, jsonList(found))
 	if err != nil {
-		return nil, fmt.Errorf("store: load attempts: %w", err)
+		return nil, nil, fmt.Errorf("store: load attempts: %w", err)
 	}
 	all, err := scanAttempts(rows)
 	if err != nil {
-		return nil, fmt.Errorf("store: load attempts: %w", err)
+		return nil, nil, fmt.Errorf("store: load attempts: %w", err)
 	}
-	// Sorted by execution, each run's attempts are a part of all, not a copy.
 	attempts := map[string][]trace.Attempt{}
 	for start := 0; start < len(all); {
 		end := start
@@ -156,8 +187,12 @@ func loadRuns(ctx context.Context, q querier, ids []string, fed map[string]bool)
 		attempts[all[start].ExecutionID] = all[start:end:end]
 		start = end
 	}
+	return all, attempts, nil
+}
 
-	rows, err = q.QueryContext(ctx, `SELECT `+spanColumns+` FROM spans WHERE execution_id IN `+inList+` ORDER BY started_at NULLS FIRST, span_id`, jsonList(found))
+// loadRunSpans reads the executions' spans, by execution.
+func loadRunSpans(ctx context.Context, q querier, found []string) (map[string][]trace.Span, error) {
+	rows, err := q.QueryContext(ctx, `SELECT `+spanColumns+` FROM spans WHERE execution_id IN `+inList+` ORDER BY started_at NULLS FIRST, span_id`, jsonList(found))
 	if err != nil {
 		return nil, fmt.Errorf("store: load spans: %w", err)
 	}
@@ -169,29 +204,44 @@ func loadRuns(ctx context.Context, q querier, ids []string, fed map[string]bool)
 	for _, s := range allSpans {
 		spans[s.ExecutionID] = append(spans[s.ExecutionID], s)
 	}
+	return spans, nil
+}
 
-	// A run's effects: those naming it, those carrying a key it sent, and
-	// those whose trace context is one of its traces (the execution id is
-	// the trace id unless the spans said otherwise). One query reads the
-	// union for every run; each run then keeps its own.
-	keys, traces := map[string][]string{}, map[string][]string{}
-	keySet, traceSet := map[string]bool{}, map[string]bool{}
+// runTerms are what the runs find their effects and peers by: each run's
+// keys (those its attempts sent) and traces (the execution id is the trace
+// id unless the spans said otherwise), and all of them.
+type runTerms struct {
+	keys, traces       map[string][]string
+	keySet             map[string]bool
+	allKeys, allTraces []string
+}
+
+func newRunTerms(found []string, attempts map[string][]trace.Attempt, spans map[string][]trace.Span) runTerms {
+	t := runTerms{keys: map[string][]string{}, traces: map[string][]string{}, keySet: map[string]bool{}}
+	traceSet := map[string]bool{}
 	for _, id := range found {
-		keys[id], traces[id] = attemptKeys(attempts[id]), runTraces(id, attempts[id], spans[id])
-		for _, k := range keys[id] {
-			keySet[k] = true
+		t.keys[id], t.traces[id] = attemptKeys(attempts[id]), runTraces(id, attempts[id], spans[id])
+		for _, k := range t.keys[id] {
+			t.keySet[k] = true
 		}
-		for _, t := range traces[id] {
-			traceSet[t] = true
+		for _, tr := range t.traces[id] {
+			traceSet[tr] = true
 		}
 	}
-	allKeys, allTraces := sortedSet(keySet), sortedSet(traceSet)
-	rows, err = q.QueryContext(ctx, `SELECT `+effectColumns+` FROM effects WHERE execution_id IN `+inList+`
+	t.allKeys, t.allTraces = sortedSet(t.keySet), sortedSet(traceSet)
+	return t
+}
+
+// loadRunEffects reads in one query the union of the runs' effects: those
+// naming one, carrying a key one sent, of one of their traces, or joined
+// to one from a stray trace. Each run then keeps its own (assembleRun).
+func loadRunEffects(ctx context.Context, q querier, found []string, terms runTerms) ([]trace.Effect, error) {
+	rows, err := q.QueryContext(ctx, `SELECT `+effectColumns+` FROM effects WHERE execution_id IN `+inList+`
 		UNION SELECT `+effectColumns+` FROM effects WHERE idempotency_key IN `+inList+`
 		UNION SELECT `+effectColumns+` FROM effects WHERE trace_id IN `+inList+`
 		UNION SELECT `+effectColumns+` FROM effects WHERE joined_execution_id IN `+inList+` AND joined_execution_id != ''
 		ORDER BY at NULLS FIRST, provider, effect_id`,
-		jsonList(found), jsonList(allKeys), jsonList(allTraces), jsonList(found))
+		jsonList(found), jsonList(terms.allKeys), jsonList(terms.allTraces), jsonList(found))
 	if err != nil {
 		return nil, fmt.Errorf("store: load effects: %w", err)
 	}
@@ -199,53 +249,63 @@ func loadRuns(ctx context.Context, q querier, ids []string, fed map[string]bool)
 	if err != nil {
 		return nil, fmt.Errorf("store: load effects: %w", err)
 	}
-	// Peers are the attempts of other executions carrying one of a run's
-	// keys: those of executions outside the batch are read, those inside
-	// it were read above (a run's own attempts are most of what its keys
-	// find, and are not read twice).
-	var peers []trace.Attempt
-	if len(allKeys) > 0 {
-		rows, err = q.QueryContext(ctx, `SELECT `+attemptColumns+` FROM attempts
-			WHERE idempotency_key IN `+inList+` AND execution_id NOT IN `+inList+` ORDER BY execution_id, step_id, attempt`,
-			jsonList(allKeys), jsonList(found))
-		if err != nil {
-			return nil, fmt.Errorf("store: load key peers: %w", err)
-		}
-		if peers, err = scanAttempts(rows); err != nil {
-			return nil, fmt.Errorf("store: load key peers: %w", err)
-		}
-		if len(found) > 1 {
-			for _, a := range all {
-				if keySet[a.IdempotencyKey] {
-					peers = append(peers, a)
-				}
+	return effects, nil
+}
+
+// loadRunPeers reads the attempts of other executions carrying one of the
+// runs' keys: those of executions outside the batch are read, those
+// inside it were read already (all: a run's own attempts are most of what
+// its keys find, and are not read twice).
+func loadRunPeers(ctx context.Context, q querier, found []string, terms runTerms, all []trace.Attempt) ([]trace.Attempt, error) {
+	if len(terms.allKeys) == 0 {
+		return nil, nil
+	}
+	rows, err := q.QueryContext(ctx, `SELECT `+attemptColumns+` FROM attempts
+		WHERE idempotency_key IN `+inList+` AND execution_id NOT IN `+inList+` ORDER BY execution_id, step_id, attempt`,
+		jsonList(terms.allKeys), jsonList(found))
+	if err != nil {
+		return nil, fmt.Errorf("store: load key peers: %w", err)
+	}
+	peers, err := scanAttempts(rows)
+	if err != nil {
+		return nil, fmt.Errorf("store: load key peers: %w", err)
+	}
+	if len(found) > 1 {
+		for _, a := range all {
+			if terms.keySet[a.IdempotencyKey] {
+				peers = append(peers, a)
 			}
-			sort.SliceStable(peers, func(i, j int) bool { return attemptBefore(peers[i], peers[j]) })
+		}
+		sort.SliceStable(peers, func(i, j int) bool { return attemptBefore(peers[i], peers[j]) })
+	}
+	return peers, nil
+}
+
+// assembleRun gives a run its steps, spans, and of the effects and peers
+// read for the batch those that are its own (by keys and traces), its
+// HTTP calls folded into its attempts.
+func assembleRun(run trace.Run, attempts []trace.Attempt, spans []trace.Span, effects []trace.Effect, peers []trace.Attempt,
+	keys, traces []string) trace.Run {
+	id := run.Execution.ID
+	run.Steps = groupSteps(attempts)
+	run.Spans = spans
+	ownKeys, ownTraces := setOf(keys), setOf(traces)
+	for _, f := range effects {
+		if f.ExecutionID == id || f.IdempotencyKey != "" && ownKeys[f.IdempotencyKey] || ownTraces[f.TraceID] && !f.StrayTrace ||
+			f.JoinedExecutionID == id {
+			if f.JoinedExecutionID == id {
+				_, f.Inferred, _ = trace.InferAttempt(f, run)
+			}
+			run.Effects = append(run.Effects, f)
 		}
 	}
-	for _, id := range found {
-		run := runs[id]
-		run.Steps = groupSteps(attempts[id])
-		run.Spans = spans[id]
-		ownKeys, ownTraces := setOf(keys[id]), setOf(traces[id])
-		for _, f := range effects {
-			if f.ExecutionID == id || f.IdempotencyKey != "" && ownKeys[f.IdempotencyKey] || ownTraces[f.TraceID] && !f.StrayTrace ||
-				f.JoinedExecutionID == id {
-				if f.JoinedExecutionID == id {
-					_, f.Inferred, _ = trace.InferAttempt(f, run)
-				}
-				run.Effects = append(run.Effects, f)
-			}
+	for _, a := range peers {
+		if a.ExecutionID != id && ownKeys[a.IdempotencyKey] {
+			run.Peers = append(run.Peers, a)
 		}
-		for _, a := range peers {
-			if a.ExecutionID != id && ownKeys[a.IdempotencyKey] {
-				run.Peers = append(run.Peers, a)
-			}
-		}
-		run.FoldHTTPCalls()
-		runs[id] = run
 	}
-	return runs, nil
+	run.FoldHTTPCalls()
+	return run
 }
 
 // attemptBefore is the order of ORDER BY execution_id, step_id, attempt.

@@ -231,128 +231,158 @@ func narrowEffectIndex(r Run, es []Effect) effectIndex {
 // Analyse returns AnalyseRun(r, cfg), recomputing only what changed since
 // the last run it analysed.
 func (ra *RunAuditor) Analyse(r Run, cfg Config) RunAnalysis {
-	if !ra.ready || ra.cfg != cfg || ra.run.Execution.ID != r.Execution.ID || len(r.Spans) > 0 || len(ra.run.Spans) > 0 ||
-		!maps.Equal(ra.run.FedProviders, r.FedProviders) {
+	if !ra.follows(r, cfg) {
 		return ra.full(r, cfg)
 	}
-
-	// What differs: steps, effects, peers, and the keys they carry.
-	dirtySteps := map[string]bool{}
-	dirtyKeys := map[string]bool{}
-	addKeys := func(as []Attempt) {
-		for _, a := range as {
-			if a.IdempotencyKey != "" {
-				dirtyKeys[a.IdempotencyKey] = true
-			}
-		}
-	}
-	// Steps keep their order from one run to the next but for the
-	// changed ones: they are compared by position while they line up, by
-	// id from the first that does not.
-	// lost and gained are the attempts of the changed steps before and
-	// now; ordered, whether the other steps kept their order.
-	oldSteps := ra.run.Steps
-	var before map[string]int
-	var lost, gained []Attempt
-	var lostSteps, gainedSteps []Step
-	ordered, last := true, -1
-	j := 0
-	for i := range r.Steps {
-		s := &r.Steps[i]
-		at := -1
-		if before == nil && j < len(oldSteps) && oldSteps[j].ID == s.ID {
-			at = j
-			j++
-		} else {
-			if before == nil {
-				before = make(map[string]int, len(oldSteps)-j)
-				for k := j; k < len(oldSteps); k++ {
-					before[oldSteps[k].ID] = k
-				}
-			}
-			if k, ok := before[s.ID]; ok {
-				at = k
-				delete(before, s.ID)
-			}
-		}
-		if at >= 0 && sameStep(oldSteps[at], *s) {
-			ordered = ordered && at > last
-			last = at
-			continue
-		}
-		dirtySteps[s.ID] = true
-		addKeys(s.Attempts)
-		gained = append(gained, s.Attempts...)
-		gainedSteps = append(gainedSteps, *s)
-		if at >= 0 {
-			addKeys(oldSteps[at].Attempts)
-			lost = append(lost, oldSteps[at].Attempts...)
-			lostSteps = append(lostSteps, oldSteps[at])
-		}
-	}
-	gone := func(old Step) {
-		dirtySteps[old.ID] = true
-		addKeys(old.Attempts)
-		lost = append(lost, old.Attempts...)
-		lostSteps = append(lostSteps, old)
-	}
-	if before == nil {
-		for k := j; k < len(oldSteps); k++ {
-			gone(oldSteps[k])
-		}
-	}
-	for _, k := range before {
-		gone(oldSteps[k])
-	}
-	if !ordered || !ra.gapSpans.update(lost, gained) {
+	d := diffSteps(ra.run.Steps, r.Steps)
+	if !d.ordered || !ra.gapSpans.update(d.lost, d.gained) {
 		ra.gapSpans = newGapSpans(r)
 	}
 	crash := ra.gapSpans.crashGaps(cfg)
 	if !slices.Equal(ra.crash, crash) {
 		return ra.full(r, cfg)
 	}
-	dirtyEffects := map[EffectRef]bool{}
 	if !sameSlice(ra.run.Effects, r.Effects) {
-		ra.diffEffects(r.Effects, dirtyEffects, dirtyKeys)
+		ra.diffEffects(r.Effects, d.dirtyEffects, d.dirtyKeys)
 	}
 	if !sameSlice(ra.run.Peers, r.Peers) && !slices.EqualFunc(ra.run.Peers, r.Peers, sameAttempt) {
-		addKeys(ra.run.Peers)
-		addKeys(r.Peers)
+		d.addKeys(ra.run.Peers)
+		d.addKeys(r.Peers)
 	}
-
-	// The step an effect belongs to depends on the effect, on the steps
-	// sending its key and on the peers owning it, and on whether the step
-	// it names exists: only those effects are matched again.
 	// What ra holds is brought up to date in place from here on.
-	effectStep, stepEffects := ra.effectStep, ra.stepEffects
+	ra.relist(r, ra.rematch(r, d), d.dirtySteps)
+	unattributed := ra.restate(r)
+	ra.refind(r, cfg, crash, d)
+	for _, s := range d.lostSteps {
+		ra.counts = ra.counts.minus(stepCounts(s))
+	}
+	for _, s := range d.gainedSteps {
+		ra.counts = ra.counts.plus(stepCounts(s))
+	}
+	ra.run, ra.crash = r, crash
+	return ra.result(r, unattributed)
+}
+
+// follows reports whether r can be analysed from the last run: anything
+// the auditor cannot bound makes it audit the whole run.
+func (ra *RunAuditor) follows(r Run, cfg Config) bool {
+	return ra.ready && ra.cfg == cfg && ra.run.Execution.ID == r.Execution.ID && len(r.Spans) == 0 && len(ra.run.Spans) == 0 &&
+		maps.Equal(ra.run.FedProviders, r.FedProviders)
+}
+
+// runDiff is what differs between the run a RunAuditor analysed last and
+// the next: steps, effects, peers, and the keys they carry.
+type runDiff struct {
+	dirtySteps, dirtyKeys map[string]bool
+	dirtyEffects          map[EffectRef]bool
+	// lost and gained are the attempts of the changed steps before and
+	// now, lostSteps and gainedSteps those steps.
+	lost, gained           []Attempt
+	lostSteps, gainedSteps []Step
+	ordered                bool // the other steps kept their order
+}
+
+func (d *runDiff) addKeys(as []Attempt) {
+	for _, a := range as {
+		if a.IdempotencyKey != "" {
+			d.dirtyKeys[a.IdempotencyKey] = true
+		}
+	}
+}
+
+// lose notes a step as it was before a change.
+func (d *runDiff) lose(old Step) {
+	d.addKeys(old.Attempts)
+	d.lost = append(d.lost, old.Attempts...)
+	d.lostSteps = append(d.lostSteps, old)
+}
+
+// diffSteps compares the steps of the last run with the next. Steps keep
+// their order from one run to the next but for the changed ones: they are
+// compared by position while they line up, by id from the first that
+// does not.
+func diffSteps(oldSteps, steps []Step) *runDiff {
+	d := &runDiff{dirtySteps: map[string]bool{}, dirtyKeys: map[string]bool{}, dirtyEffects: map[EffectRef]bool{}, ordered: true}
+	m := stepMatcher{old: oldSteps}
+	last := -1
+	for i := range steps {
+		s := &steps[i]
+		at := m.find(s.ID)
+		if at >= 0 && sameStep(oldSteps[at], *s) {
+			d.ordered = d.ordered && at > last
+			last = at
+			continue
+		}
+		d.dirtySteps[s.ID] = true
+		d.addKeys(s.Attempts)
+		d.gained = append(d.gained, s.Attempts...)
+		d.gainedSteps = append(d.gainedSteps, *s)
+		if at >= 0 {
+			d.lose(oldSteps[at])
+		}
+	}
+	for _, k := range m.unmatched() {
+		d.dirtySteps[oldSteps[k].ID] = true // gone
+		d.lose(oldSteps[k])
+	}
+	return d
+}
+
+// stepMatcher finds the last run's steps by id: by position while they
+// line up, by a map of the rest from the first that does not.
+type stepMatcher struct {
+	old    []Step
+	j      int
+	before map[string]int
+}
+
+// find returns the position of the old step of id, -1 when there is none.
+func (m *stepMatcher) find(id string) int {
+	if m.before == nil && m.j < len(m.old) && m.old[m.j].ID == id {
+		m.j++
+		return m.j - 1
+	}
+	if m.before == nil {
+		m.before = make(map[string]int, len(m.old)-m.j)
+		for k := m.j; k < len(m.old); k++ {
+			m.before[m.old[k].ID] = k
+		}
+	}
+	if k, ok := m.before[id]; ok {
+		delete(m.before, id)
+		return k
+	}
+	return -1
+}
+
+// unmatched are the positions of the old steps no find returned.
+func (m *stepMatcher) unmatched() []int {
+	var out []int
+	if m.before == nil {
+		for k := m.j; k < len(m.old); k++ {
+			out = append(out, k)
+		}
+	}
+	for _, k := range m.before {
+		out = append(out, k)
+	}
+	return out
+}
+
+// rematch matches again the effects whose step may have changed, and
+// returns the steps whose lists of effects changed. The step an effect
+// belongs to depends on the effect, on the steps sending its key and on
+// the peers owning it, and on whether the step it names exists.
+func (ra *RunAuditor) rematch(r Run, d *runDiff) map[string]bool {
+	effectStep := ra.effectStep
 	changedLists := map[string]bool{}
-	for ref := range dirtyEffects {
+	for ref := range d.dirtyEffects {
 		if old, had := effectStep[ref]; had {
 			changedLists[old] = true // an effect changed or gone
 			delete(effectStep, ref)
 		}
 	}
-	// An effect sent from a tool call's span (its trace context) belongs to
-	// the attempt of that span: one that came or went moves it. Without
-	// spans in the run (Analyse audits a run with spans whole), its span
-	// is the attempt's own.
-	var dirtySpans map[string]bool
-	for _, as := range [][]Attempt{lost, gained} {
-		for _, a := range as {
-			if a.SpanID != "" {
-				if dirtySpans == nil {
-					dirtySpans = map[string]bool{}
-				}
-				dirtySpans[a.SpanID] = true
-			}
-		}
-	}
-	var rematch []Effect
-	for _, e := range r.Effects {
-		if dirtyEffects[e.Ref()] || dirtyKeys[e.IdempotencyKey] || dirtySteps[e.StepID] || e.SpanID != "" && dirtySpans[e.SpanID] {
-			rematch = append(rematch, e)
-		}
-	}
+	rematch := effectsToRematch(r, d)
 	ix := narrowEffectIndex(r, rematch)
 	for _, e := range rematch {
 		ref := e.Ref()
@@ -368,64 +398,103 @@ func (ra *RunAuditor) Analyse(r Run, cfg Config) RunAnalysis {
 		case !ok && had:
 			delete(effectStep, ref)
 			changedLists[old] = true
-		case ok && dirtyEffects[ref]:
+		case ok && d.dirtyEffects[ref]:
 			effectStep[ref] = step
 			changedLists[step] = true
 		}
 	}
+	return changedLists
+}
+
+// effectsToRematch are the effects of r that changed, or carry a key, name
+// a step or hang from a span that did. An effect sent from a tool call's
+// span (its trace context) belongs to the attempt of that span: one that
+// came or went moves it. Without spans in the run (Analyse audits a run
+// with spans whole), its span is the attempt's own.
+func effectsToRematch(r Run, d *runDiff) []Effect {
+	dirtySpans := map[string]bool{}
+	for _, as := range [][]Attempt{d.lost, d.gained} {
+		for _, a := range as {
+			if a.SpanID != "" {
+				dirtySpans[a.SpanID] = true
+			}
+		}
+	}
+	var rematch []Effect
+	for _, e := range r.Effects {
+		if d.dirtyEffects[e.Ref()] || d.dirtyKeys[e.IdempotencyKey] || d.dirtySteps[e.StepID] || e.SpanID != "" && dirtySpans[e.SpanID] {
+			rematch = append(rematch, e)
+		}
+	}
+	return rematch
+}
+
+// relist lists again the effects of the steps whose lists changed, and
+// judges them: those steps' findings are found again (dirtySteps).
+func (ra *RunAuditor) relist(r Run, changedLists, dirtySteps map[string]bool) {
+	stepEffects := ra.stepEffects
 	for id := range changedLists {
 		for _, e := range stepEffects[id] {
 			delete(ra.states, e.Ref())
 		}
 		delete(stepEffects, id)
 	}
-	if len(changedLists) > 0 {
-		seen := map[EffectRef]bool{}
-		for _, e := range r.Effects {
-			step, ok := effectStep[e.Ref()]
-			if !ok || !changedLists[step] || seen[e.Ref()] {
-				continue
-			}
-			seen[e.Ref()] = true
-			stepEffects[step] = append(stepEffects[step], e)
+	if len(changedLists) == 0 {
+		return
+	}
+	seen := map[EffectRef]bool{}
+	for _, e := range r.Effects {
+		step, ok := ra.effectStep[e.Ref()]
+		if !ok || !changedLists[step] || seen[e.Ref()] {
+			continue
 		}
-		for id := range changedLists {
-			es := stepEffects[id]
-			sortEffects(es)
-			dirtySteps[id] = true
-			for _, e := range es {
-				ra.states[e.Ref()] = listState(es)
-			}
+		seen[e.Ref()] = true
+		stepEffects[step] = append(stepEffects[step], e)
+	}
+	for id := range changedLists {
+		es := stepEffects[id]
+		sortEffects(es)
+		dirtySteps[id] = true
+		for _, e := range es {
+			ra.states[e.Ref()] = listState(es)
 		}
 	}
-	unattributed := unattributedOf(r, effectStep)
+}
+
+// restate judges the effects no step claims (orphans) and forgets the
+// states of those that were and are no longer; it returns them.
+func (ra *RunAuditor) restate(r Run) []Effect {
+	unattributed := unattributedOf(r, ra.effectStep)
 	for _, e := range ra.unattributed {
-		if _, mapped := effectStep[e.Ref()]; !mapped {
+		if _, mapped := ra.effectStep[e.Ref()]; !mapped {
 			delete(ra.states, e.Ref())
 		}
 	}
 	for _, e := range unattributed {
 		ra.states[e.Ref()] = MatchOrphan
 	}
+	return unattributed
+}
 
-	// Findings: the step rules again for the steps whose attempts or
-	// effects changed or whose keys did; the key rules for those keys.
-	// The key rules read only the steps that sent the keys: they are
-	// given those alone.
-	au := newAuditor(r, cfg, stepEffects)
+// refind finds again the step rules' findings for the steps whose
+// attempts or effects changed or whose keys did, and the key rules' for
+// those keys. The key rules read only the steps that sent the keys: they
+// are given those alone.
+func (ra *RunAuditor) refind(r Run, cfg Config, crash []Gap, d *runDiff) {
+	au := newAuditor(r, cfg, ra.stepEffects)
 	au.gaps = crash
 	var again, keySteps []Step
 	for _, s := range r.Steps {
-		sends := len(dirtyKeys) > 0 && slices.ContainsFunc(s.Attempts, func(a Attempt) bool { return dirtyKeys[a.IdempotencyKey] })
+		sends := len(d.dirtyKeys) > 0 && slices.ContainsFunc(s.Attempts, func(a Attempt) bool { return d.dirtyKeys[a.IdempotencyKey] })
 		if sends {
 			keySteps = append(keySteps, s)
-			dirtySteps[s.ID] = true
+			d.dirtySteps[s.ID] = true
 		}
-		if dirtySteps[s.ID] {
+		if d.dirtySteps[s.ID] {
 			again = append(again, s)
 		}
 	}
-	for id := range dirtySteps {
+	for id := range d.dirtySteps {
 		delete(ra.stepFindings, id) // changed or gone
 	}
 	for _, s := range again {
@@ -433,24 +502,17 @@ func (ra *RunAuditor) Analyse(r Run, cfg Config) RunAnalysis {
 			ra.stepFindings[s.ID] = fs
 		}
 	}
-	if len(dirtyKeys) > 0 {
-		for k := range dirtyKeys {
-			delete(ra.keyFindings, k)
-		}
-		byKey := au
-		byKey.run.Steps = keySteps
-		for k, fs := range byKey.keyFindings(dirtyKeys) {
-			ra.keyFindings[k] = fs
-		}
+	if len(d.dirtyKeys) == 0 {
+		return
 	}
-	for _, s := range lostSteps {
-		ra.counts = ra.counts.minus(stepCounts(s))
+	for k := range d.dirtyKeys {
+		delete(ra.keyFindings, k)
 	}
-	for _, s := range gainedSteps {
-		ra.counts = ra.counts.plus(stepCounts(s))
+	byKey := au
+	byKey.run.Steps = keySteps
+	for k, fs := range byKey.keyFindings(d.dirtyKeys) {
+		ra.keyFindings[k] = fs
 	}
-	ra.run, ra.crash = r, crash
-	return ra.result(r, unattributed)
 }
 
 // full audits the whole run and keeps what the next call needs.

@@ -10,7 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/oncetrace/oncetrace/ingest/writer"
+	"github.com/oncetrace/oncetrace/ingest/derive"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 )
@@ -27,7 +27,7 @@ func rebuildDerived(ctx context.Context, db *store.DB, cfg trace.Config, logger 
 	}
 	start := time.Now()
 	started := false
-	_, err = writer.Rebuild(ctx, db, cfg, func(done, total int) {
+	_, err = derive.Rebuild(ctx, db, cfg, func(done, total int) {
 		if !started {
 			started = true
 			logger.Info("rebuilding the derived cache from the event log", "db_derivation", stored,
@@ -38,7 +38,7 @@ func rebuildDerived(ctx context.Context, db *store.DB, cfg trace.Config, logger 
 			progress(done, total)
 		}
 	})
-	if newer, ok := errors.AsType[*writer.NewerDerivationError](err); ok {
+	if newer, ok := errors.AsType[*derive.NewerDerivationError](err); ok {
 		return fmt.Errorf("the database was derived by a newer oncetrace (derivation version %d; this binary's is %d): "+
 			"run a release of derivation version %d or later on it; the database is left unchanged", newer.Stored, newer.Binary, newer.Stored)
 	}

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/oncetrace/oncetrace/ingest"
-	"github.com/oncetrace/oncetrace/ingest/writer"
+	"github.com/oncetrace/oncetrace/ingest/derive"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
 )
@@ -148,7 +148,7 @@ func startPruner(ctx context.Context, db *store.DB, r retentionFlags, cfg trace.
 		for {
 			now := time.Now()
 			res, err := db.Prune(ctx, store.PruneOptions{Before: now.Add(-r.retain), EffectsBefore: now.Add(-effects), Interleave: true,
-				Reaudit: writer.Reaudit(cfg), RepeatWindow: cfg.RepeatWindow, VacuumConvertMax: store.DefaultVacuumConvertMax})
+				Reaudit: derive.Reaudit(cfg), RepeatWindow: cfg.RepeatWindow, VacuumConvertMax: store.DefaultVacuumConvertMax})
 			if ctx.Err() != nil {
 				return // stopped: what it committed stays, the next start resumes
 			}
@@ -220,7 +220,7 @@ func runPrune(args []string, out io.Writer) error {
 		return errors.New("prune: --before is required, e.g. --before 2026-06-01 or --before 30d")
 	}
 	now := time.Now()
-	opts := store.PruneOptions{Reaudit: writer.Reaudit(cfg), RepeatWindow: cfg.RepeatWindow}
+	opts := store.PruneOptions{Reaudit: derive.Reaudit(cfg), RepeatWindow: cfg.RepeatWindow}
 	var err error
 	if opts.Before, err = parseBefore(*before, now); err != nil {
 		return fmt.Errorf("prune: --before: %w", err)

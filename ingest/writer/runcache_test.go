@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/oncetrace/oncetrace/ingest"
+	"github.com/oncetrace/oncetrace/ingest/derive"
 	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/store/sqlite"
@@ -208,7 +209,7 @@ func derivedState(t *testing.T, db *store.DB) string {
 // TestIncrementalMatchesRebuild writes a history one event a request, in
 // a shuffled order, so that the writer patches the runs it keeps instead
 // of reading them whole, then re-derives every execution from scratch
-// (writer.Rebuild) and requires the stored state not to have changed.
+// (derive.Rebuild) and requires the stored state not to have changed.
 func TestIncrementalMatchesRebuild(t *testing.T) {
 	ctx := context.Background()
 	events := mixedHistory(t, 40)
@@ -238,7 +239,7 @@ func TestIncrementalMatchesRebuild(t *testing.T) {
 			if err := db.SetDerivationVersion(ctx, trace.DerivationVersion-1); err != nil {
 				t.Fatal(err)
 			}
-			rebuilt, err := writer.Rebuild(ctx, db, trace.DefaultConfig, nil)
+			rebuilt, err := derive.Rebuild(ctx, db, trace.DefaultConfig, nil)
 			if err != nil || !rebuilt {
 				t.Fatalf("rebuild: got %v, %v, want true, nil", rebuilt, err)
 			}
@@ -276,7 +277,7 @@ func TestIncrementalOTLPMatchesRebuild(t *testing.T) {
 	if err := db.SetDerivationVersion(ctx, trace.DerivationVersion-1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := writer.Rebuild(ctx, db, trace.DefaultConfig, nil); err != nil {
+	if _, err := derive.Rebuild(ctx, db, trace.DefaultConfig, nil); err != nil {
 		t.Fatal(err)
 	}
 	if fresh := derivedState(t, db); incremental != fresh {
@@ -343,7 +344,7 @@ func TestCacheSeesAnotherHandlesPrune(t *testing.T) {
 		}
 	}
 	cut := time.Date(2098, 1, 1, 0, 0, 0, 0, time.UTC)
-	res, err := other.Prune(ctx, store.PruneOptions{Before: cut, EffectsBefore: cut, Reaudit: writer.Reaudit(trace.DefaultConfig)})
+	res, err := other.Prune(ctx, store.PruneOptions{Before: cut, EffectsBefore: cut, Reaudit: derive.Reaudit(trace.DefaultConfig)})
 	if err != nil || res.Executions == 0 {
 		t.Fatalf("prune through the other handle: got %+v, %v; want executions deleted", res, err)
 	}
@@ -358,7 +359,7 @@ func TestCacheSeesAnotherHandlesPrune(t *testing.T) {
 	if err := db.SetDerivationVersion(ctx, trace.DerivationVersion-1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := writer.Rebuild(ctx, db, trace.DefaultConfig, nil); err != nil {
+	if _, err := derive.Rebuild(ctx, db, trace.DefaultConfig, nil); err != nil {
 		t.Fatal(err)
 	}
 	if fresh := derivedState(t, db); incremental != fresh {

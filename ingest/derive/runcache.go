@@ -1,7 +1,8 @@
-package writer
+package derive
 
 import (
 	"errors"
+	"maps"
 	"slices"
 
 	"github.com/oncetrace/oncetrace/store"
@@ -296,12 +297,7 @@ func intersects(a, b map[string]bool) bool {
 }
 
 func (s *runSource) touchesEffects(e *cachedRun) bool {
-	for ref := range s.ch.effects {
-		if e.effects[ref] {
-			return true
-		}
-	}
-	return false
+	return e.holdsAny(s.ch.effects)
 }
 
 func (s *runSource) touchesPeers(e *cachedRun) bool {
@@ -382,7 +378,10 @@ func (s *runSource) analysable(e *cachedRun) trace.Run {
 }
 
 // patch brings a cached run up to date with the commit's changes: nil when
-// its execution is gone.
+// its execution is gone. It loads the rows the commit changed that the run
+// may hold, plans the run from them and the cached one, and keeps e's own
+// sets up to date in place (the commit replaces e with what it returns, or
+// the cache is emptied).
 func (s *runSource) patch(e *cachedRun) (*cachedRun, error) {
 	id := e.raw.Execution.ID
 	x, err := s.tx.ExecutionRow(id)
@@ -392,8 +391,41 @@ func (s *runSource) patch(e *cachedRun) (*cachedRun, error) {
 	if err != nil {
 		return nil, err
 	}
-	run := trace.Run{Execution: x}
+	changed, err := s.changedAttempts(id)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkSpans(e); err != nil {
+		return nil, err
+	}
+	run := trace.Run{Execution: x, Steps: e.raw.Steps, Spans: e.raw.Spans}
+	terms := e.replaceAttempts(changed)
+	if len(changed) > 0 {
+		run.Steps = store.ReplaceSteps(e.raw.Steps, changed)
+	}
+	added, err := s.addedEffects(e, terms)
+	if err != nil {
+		return nil, err
+	}
+	var fresh map[trace.EffectRef]bool
+	run.Effects, fresh = e.patchEffects(added, s.ch.effects, terms.shrunk)
+	if !s.changesPeers(id, terms) {
+		run.Peers = e.raw.Peers
+	} else if err := s.patchPeers(&run, e, terms.newKeys); err != nil {
+		return nil, err
+	}
+	patched := &cachedRun{raw: run, keys: e.keys, traces: e.traces, keyUses: e.keyUses, traceUses: e.traceUses, effects: e.effects,
+		saved: e.saved, findings: e.findings, auditor: e.auditor, patchedSaved: e.saved, added: fresh}
+	if patched.peerSteps = e.peerSteps; !sameSlice(run.Peers, e.raw.Peers) {
+		patched.notePeers()
+	}
+	patched.count()
+	return patched, nil
+}
 
+// changedAttempts are the attempts of the execution's steps that the
+// commit wrote, by step.
+func (s *runSource) changedAttempts(id string) (map[string][]trace.Attempt, error) {
 	changed := map[string][]trace.Attempt{}
 	for ref := range s.ch.steps {
 		if ref.ExecutionID != id {
@@ -405,161 +437,191 @@ func (s *runSource) patch(e *cachedRun) (*cachedRun, error) {
 		}
 		changed[ref.StepID] = as
 	}
-	run.Steps, run.Spans = e.raw.Steps, e.raw.Spans
+	return changed, nil
+}
+
+// checkSpans is errNeedsLoad when the run has spans, or the commit wrote
+// one of its: HTTP calls fold into attempts, so it is read whole.
+func (s *runSource) checkSpans(e *cachedRun) error {
 	if len(e.raw.Spans) > 0 {
-		return nil, errNeedsLoad // never cached so
+		return errNeedsLoad // never cached so
 	}
-	if len(s.ch.spans) > 0 {
-		for ref := range s.ch.spans {
-			sp, ok, err := s.tx.SpanRow(ref[0], ref[1])
-			if err != nil {
-				return nil, err
-			}
-			if ok && sp.ExecutionID == id {
-				return nil, errNeedsLoad // HTTP calls fold into attempts: read it whole
-			}
+	for ref := range s.ch.spans {
+		sp, ok, err := s.tx.SpanRow(ref[0], ref[1])
+		if err != nil {
+			return err
+		}
+		if ok && sp.ExecutionID == e.raw.Execution.ID {
+			return errNeedsLoad
 		}
 	}
+	return nil
+}
 
-	// Keys and traces, by the attempts the changed steps lost and gained;
-	// e's own sets are brought up to date in place (the commit replaces e
-	// with what it returns, or the cache is emptied).
-	uses := map[[2]string]bool{} // trace id, key: what the changed steps carry, whether the run had it
-	note := func(as []trace.Attempt) {
+// termChanges is how replacing attempts changed the keys and traces a run
+// holds its effects and peers by.
+type termChanges struct {
+	newKeys, newTraces []string
+	shrunk             bool // it lost one
+}
+
+// replaceAttempts counts the keys and traces of the changed steps'
+// attempts in place of those they had, and reports what the run gained
+// and lost.
+func (e *cachedRun) replaceAttempts(changed map[string][]trace.Attempt) termChanges {
+	if len(changed) == 0 {
+		return termChanges{}
+	}
+	var lost [][]trace.Attempt
+	for _, st := range e.raw.Steps {
+		if _, ok := changed[st.ID]; ok {
+			lost = append(lost, st.Attempts)
+		}
+	}
+	had := e.heldTerms(append(slices.Clone(lost), slices.Collect(maps.Values(changed))...))
+	for _, as := range lost {
 		for _, a := range as {
-			if u := [2]string{"", a.IdempotencyKey}; a.IdempotencyKey != "" {
-				uses[u] = e.keys[a.IdempotencyKey]
-			}
-			if u := [2]string{a.TraceID, ""}; a.TraceID != "" {
-				uses[u] = e.traces[a.TraceID]
-			}
+			e.use(a.TraceID, a.IdempotencyKey, -1)
 		}
 	}
-	if len(changed) > 0 {
-		var lost [][]trace.Attempt
-		for _, st := range e.raw.Steps {
-			if _, ok := changed[st.ID]; ok {
-				lost = append(lost, st.Attempts)
-			}
-		}
-		for _, as := range lost {
-			note(as)
-		}
-		for _, as := range changed {
-			note(as)
-		}
-		for _, as := range lost {
-			for _, a := range as {
-				e.use(a.TraceID, a.IdempotencyKey, -1)
-			}
-		}
-		for _, as := range changed {
-			for _, a := range as {
-				e.use(a.TraceID, a.IdempotencyKey, 1)
-			}
-		}
-		run.Steps = store.ReplaceSteps(e.raw.Steps, changed)
-	}
-	keys, traces := e.keys, e.traces
-	var newKeys, newTraces []string
-	shrunk := false
-	for u, had := range uses {
-		trace, key := u[0], u[1]
-		has := key != "" && keys[key] || trace != "" && traces[trace]
-		shrunk = shrunk || had && !has
-		switch {
-		case has && !had && key != "":
-			newKeys = append(newKeys, key)
-		case has && !had:
-			newTraces = append(newTraces, trace)
+	for _, as := range changed {
+		for _, a := range as {
+			e.use(a.TraceID, a.IdempotencyKey, 1)
 		}
 	}
-	member := func(f trace.Effect) bool {
-		return f.ExecutionID == id || f.IdempotencyKey != "" && keys[f.IdempotencyKey] || traces[f.TraceID]
-	}
+	return e.gainedTerms(had)
+}
 
-	// Effects: the cached ones stay unless this commit wrote them or the
-	// run lost the key or trace they joined it by; the ones it wrote, and
-	// those of keys and traces new to the run, are read.
+// heldTerms are what the attempts carry (trace id, key), each with whether
+// the run holds it.
+func (e *cachedRun) heldTerms(attempts [][]trace.Attempt) map[[2]string]bool {
+	had := map[[2]string]bool{}
+	for _, as := range attempts {
+		for _, a := range as {
+			if a.IdempotencyKey != "" {
+				had[[2]string{"", a.IdempotencyKey}] = e.keys[a.IdempotencyKey]
+			}
+			if a.TraceID != "" {
+				had[[2]string{a.TraceID, ""}] = e.traces[a.TraceID]
+			}
+		}
+	}
+	return had
+}
+
+// gainedTerms compares what the run held before (had) with what it holds.
+func (e *cachedRun) gainedTerms(had map[[2]string]bool) termChanges {
+	var out termChanges
+	for u, before := range had {
+		traceID, key := u[0], u[1]
+		has := key != "" && e.keys[key] || traceID != "" && e.traces[traceID]
+		out.shrunk = out.shrunk || before && !has
+		switch {
+		case has && !before && key != "":
+			out.newKeys = append(out.newKeys, key)
+		case has && !before:
+			out.newTraces = append(out.newTraces, traceID)
+		}
+	}
+	return out
+}
+
+// member reports whether an effect belongs to the run: it names it, or
+// carries a key or trace of its attempts.
+func (e *cachedRun) member(f trace.Effect) bool {
+	return f.ExecutionID == e.raw.Execution.ID || f.IdempotencyKey != "" && e.keys[f.IdempotencyKey] || e.traces[f.TraceID]
+}
+
+// addedEffects reads the effects the run gains: those the commit wrote
+// that belong to it, and those of keys and traces new to it.
+func (s *runSource) addedEffects(e *cachedRun, terms termChanges) (map[trace.EffectRef]trace.Effect, error) {
 	added := map[trace.EffectRef]trace.Effect{}
 	for ref := range s.ch.effects {
 		f, ok, err := s.tx.EffectRow(ref)
 		if err != nil {
 			return nil, err
 		}
-		if ok && member(f) {
+		if ok && e.member(f) {
 			added[ref] = f
 		}
 	}
-	for _, k := range newKeys {
-		fs, err := s.tx.EffectsWithKey(k)
-		if err != nil {
-			return nil, err
-		}
-		for _, f := range fs {
-			added[f.Ref()] = f
-		}
-	}
-	for _, t := range newTraces {
-		fs, err := s.tx.EffectsOfTrace(t)
-		if err != nil {
-			return nil, err
-		}
-		for _, f := range fs {
-			added[f.Ref()] = f
-		}
-	}
-	// The run's set of effects too is brought up to date in place.
-	effects := e.effects
-	var fresh map[trace.EffectRef]bool // effects the run did not have
-	if len(added) == 0 && !shrunk && !s.touchesEffects(e) {
-		run.Effects = e.raw.Effects
-	} else {
-		run.Effects = make([]trace.Effect, 0, len(e.raw.Effects)+len(added))
-		for _, f := range e.raw.Effects {
-			if _, ok := added[f.Ref()]; ok || s.ch.effects[f.Ref()] || shrunk && !member(f) {
-				if _, ok := added[f.Ref()]; !ok {
-					delete(effects, f.Ref())
-				}
-				continue
+	for _, read := range []struct {
+		terms []string
+		read  func(string) ([]trace.Effect, error)
+	}{{terms.newKeys, s.tx.EffectsWithKey}, {terms.newTraces, s.tx.EffectsOfTrace}} {
+		for _, term := range read.terms {
+			fs, err := read.read(term)
+			if err != nil {
+				return nil, err
 			}
-			run.Effects = append(run.Effects, f)
-		}
-		for ref, f := range added {
-			run.Effects = append(run.Effects, f)
-			if !effects[ref] {
-				if fresh == nil {
-					fresh = map[trace.EffectRef]bool{}
-				}
-				fresh[ref] = true
-				effects[ref] = true
+			for _, f := range fs {
+				added[f.Ref()] = f
 			}
 		}
-		store.SortRunEffects(run.Effects)
 	}
+	return added, nil
+}
 
-	// Peers: the same, by the steps this commit wrote.
-	otherSteps := false
+// patchEffects plans the run's effects: the cached ones stay unless the
+// commit wrote them (written) or the run lost the key or trace they joined
+// it by; added join. The run's set of effects is brought up to date in
+// place; fresh are those it did not have.
+func (e *cachedRun) patchEffects(added map[trace.EffectRef]trace.Effect, written map[trace.EffectRef]bool,
+	shrunk bool) (effects []trace.Effect, fresh map[trace.EffectRef]bool) {
+	if len(added) == 0 && !shrunk && !e.holdsAny(written) {
+		return e.raw.Effects, nil
+	}
+	effects = make([]trace.Effect, 0, len(e.raw.Effects)+len(added))
+	for _, f := range e.raw.Effects {
+		_, readAgain := added[f.Ref()]
+		if readAgain || written[f.Ref()] || shrunk && !e.member(f) {
+			if !readAgain {
+				delete(e.effects, f.Ref())
+			}
+			continue
+		}
+		effects = append(effects, f)
+	}
+	for ref, f := range added {
+		effects = append(effects, f)
+		if !e.effects[ref] {
+			if fresh == nil {
+				fresh = map[trace.EffectRef]bool{}
+			}
+			fresh[ref] = true
+			e.effects[ref] = true
+		}
+	}
+	store.SortRunEffects(effects)
+	return effects, fresh
+}
+
+// holdsAny reports whether the run holds one of refs.
+func (e *cachedRun) holdsAny(refs map[trace.EffectRef]bool) bool {
+	for ref := range refs {
+		if e.effects[ref] {
+			return true
+		}
+	}
+	return false
+}
+
+// changesPeers reports whether the run's peers may have changed: the
+// commit wrote another execution's steps, or the run's keys changed.
+func (s *runSource) changesPeers(id string, terms termChanges) bool {
+	if len(terms.newKeys) > 0 || terms.shrunk {
+		return true
+	}
 	for ref := range s.ch.steps {
-		otherSteps = otherSteps || ref.ExecutionID != id
+		if ref.ExecutionID != id {
+			return true
+		}
 	}
-	if !otherSteps && len(newKeys) == 0 && !shrunk {
-		run.Peers = e.raw.Peers
-	} else if err := s.patchPeers(&run, e, newKeys); err != nil {
-		return nil, err
-	}
-
-	patched := &cachedRun{raw: run, keys: keys, traces: traces, keyUses: e.keyUses, traceUses: e.traceUses, effects: effects,
-		saved: e.saved, findings: e.findings, auditor: e.auditor, patchedSaved: e.saved, added: fresh}
-	if patched.peerSteps = e.peerSteps; !sameSlice(run.Peers, e.raw.Peers) {
-		patched.notePeers()
-	}
-	patched.count()
-	return patched, nil
+	return false
 }
 
 // errNeedsLoad: the cached run cannot be patched; read it whole.
-var errNeedsLoad = errors.New("writer: run must be read whole")
+var errNeedsLoad = errors.New("derive: run must be read whole")
 
 func (s *runSource) attemptsOf(ref store.StepRef) ([]trace.Attempt, error) {
 	if as, ok := s.stepAttempts[ref]; ok {

@@ -1,0 +1,122 @@
+package derive
+
+import "github.com/oncetrace/oncetrace/store"
+
+// The attribute pass gives the commit's effects their executions. An
+// effect naming no execution belongs to its trace's, else, until its
+// attempts or spans arrive, to a placeholder named after the trace; a
+// placeholder goes once the trace is known to be another execution's; and
+// the effects of a stray trace join the execution whose attempt was in
+// flight (store/stray.go).
+
+// tracePlaceholders are the traces of effects naming no execution that no
+// execution's attempts or spans claim (byTrace, as loaded): each is an
+// execution of its own until they do.
+func tracePlaceholders(unnamed map[string]bool, byTrace map[string][]string) []string {
+	var out []string
+	for _, t := range setList(unnamed) {
+		if len(byTrace[t]) == 0 {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// strayCandidates completes what the fold noted for store.JoinStrayEffects:
+// each trace once, and every step whose attempts changed.
+func strayCandidates(noted store.StrayCandidates, steps map[store.StepRef]bool) store.StrayCandidates {
+	c := noted
+	c.Traces = setList(setOf(noted.Traces))
+	c.EffectTraces = setList(setOf(noted.EffectTraces))
+	c.Steps = nil
+	for ref := range steps {
+		c.Steps = append(c.Steps, ref)
+	}
+	return c
+}
+
+// attribute runs the attribute pass over what the fold pass stored, and
+// returns the executions of the effects' traces.
+func (d *derivation) attribute(p *foldPlan) (byTrace map[string][]string, err error) {
+	// One query for the commit's traces, not one per effect. Asked after
+	// this commit's spans are stored: a placeholder made before them would
+	// be dropped just below.
+	byTrace, err = d.tx.ExecutionsByTrace(setList(p.traces))
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range tracePlaceholders(p.unnamedTraces, byTrace) {
+		if err := d.ensure(t); err != nil {
+			return nil, err
+		}
+		p.executions[t] = true
+	}
+	// An effect that arrived before any span of its trace made the trace id
+	// its execution; once spans say the trace belongs to another
+	// execution, that placeholder goes, so the result does not depend on
+	// which arrived first. Likewise once a later report of an effect names
+	// its execution, unless another effect of the trace still names none.
+	for _, drop := range []struct {
+		traces map[string]bool
+		drop   func(string) (bool, error)
+	}{{p.renamedTraces, d.tx.DropTracePlaceholder}, {p.namingEffects, d.tx.DropEffectPlaceholder}} {
+		for _, t := range setList(drop.traces) {
+			dropped, err := drop.drop(t)
+			if err != nil {
+				return nil, err
+			}
+			if dropped {
+				delete(p.executions, t)
+				p.ch.executions[t] = true
+			}
+		}
+	}
+	// A trace of nothing but lone HTTP spans is no execution: its effects
+	// join the execution whose attempt was in flight, decided again
+	// whenever a span, attempt or effect could change that.
+	joins, err := d.tx.JoinStrayEffects(strayCandidates(p.stray, p.ch.steps))
+	if err != nil {
+		return nil, err
+	}
+	d.noteJoins(&p.reach, joins)
+	return byTrace, nil
+}
+
+// noteJoins notes what the stray joins changed.
+func (d *derivation) noteJoins(r *reach, joins store.StrayJoins) {
+	for _, id := range joins.Executions {
+		r.executions[id] = true
+		r.ch.executions[id] = true
+		if d.cache != nil {
+			delete(d.cache.runs, id) // read whole: its effects changed in a way patching does not follow
+		}
+	}
+	for _, id := range joins.Dropped {
+		delete(r.executions, id)
+		r.ch.executions[id] = true
+	}
+	for _, ref := range joins.Effects {
+		r.ch.effects[ref] = true
+		r.effectRefs = append(r.effectRefs, ref)
+	}
+	for _, k := range joins.Keys {
+		r.keys[k] = true
+		r.ch.keys[k] = true
+	}
+}
+
+// renumber ranks the attempts of the steps the fold pass left to it, each
+// step once.
+func (d *derivation) renumber(steps []store.StepRef) error {
+	seen := map[store.StepRef]bool{}
+	for _, ref := range steps {
+		if seen[ref] {
+			continue
+		}
+		seen[ref] = true
+		if err := d.tx.RenumberStep(ref.ExecutionID, ref.StepID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
