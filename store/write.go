@@ -709,134 +709,107 @@ type OrphanRecheck struct {
 
 // RecheckOrphans decides again, for the effects named, the effects carrying
 // one of the keys and the effects naming one of the steps, whether any
-// attempt can have caused them (trace.AttemptIndex decides, as for the
-// world audit), and keeps their orphan_effect findings in step. The state
-// of an effect its trace context claims is left to the analysis of the
-// execution that owns it, which alone can tell whether a tool call sent
-// it. It reads with four queries and writes with a few statements whatever
-// the number of effects, plus one insert per orphan.
+// attempt can have caused them (trace.PlanOrphanRecheck decides, as the
+// world audit does), and keeps their orphan_effect findings in step. It
+// reads with four queries and writes with a few statements whatever the
+// number of effects, plus one insert per finding.
 func (t *Tx) RecheckOrphans(effects []trace.EffectRef, keys []string, steps []StepRef, repeatWindow time.Duration) (OrphanRecheck, error) {
-	var out OrphanRecheck
+	candidates, err := t.orphanCandidates(effects, keys, steps)
+	if err != nil || len(candidates) == 0 {
+		return OrphanRecheck{}, err
+	}
+	attempts, err := t.orphanCandidatesAttempts(candidates)
+	if err != nil {
+		return OrphanRecheck{}, err
+	}
+	plan := trace.PlanOrphanRecheck(candidates, attempts, trace.Config{RepeatWindow: repeatWindow})
+	if err := t.applyOrphanRecheck(candidates, plan); err != nil {
+		return OrphanRecheck{}, err
+	}
+	return OrphanRecheck{Executions: plan.Executions, Effects: plan.Effects}, nil
+}
+
+// orphanCandidates loads the effects named, those carrying one of the keys
+// and those naming one of the steps, then the effects identical to one of
+// them (one provider, one fingerprint): whether one repeats another
+// (repeated_effect) depends on all of them.
+func (t *Tx) orphanCandidates(effects []trace.EffectRef, keys []string, steps []StepRef) ([]trace.Effect, error) {
 	stepPairs := make([][2]string, 0, len(steps))
 	for _, s := range steps {
 		stepPairs = append(stepPairs, [2]string{s.ExecutionID, s.StepID})
-	}
-	refPairs := make([][2]string, 0, len(effects))
-	for _, r := range effects {
-		refPairs = append(refPairs, [2]string{r.Provider, r.ID})
 	}
 	rows, err := t.QueryContext(t.ctx, `SELECT `+effectColumns+` FROM effects
 		WHERE (provider, effect_id) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))
 		UNION SELECT `+effectColumns+` FROM effects WHERE idempotency_key IN `+inList+`
 		UNION SELECT `+effectColumns+` FROM effects
 		WHERE (execution_id, step_id) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`,
-		jsonPairs(refPairs), jsonList(keys), jsonPairs(stepPairs))
+		jsonPairs(effectRefPairs(effects)), jsonList(keys), jsonPairs(stepPairs))
 	if err != nil {
-		return out, fmt.Errorf("store: orphan candidates: %w", err)
+		return nil, fmt.Errorf("store: orphan candidates: %w", err)
 	}
 	candidates, err := scanEffects(rows)
 	if err != nil {
-		return out, fmt.Errorf("store: orphan candidates: %w", err)
+		return nil, fmt.Errorf("store: orphan candidates: %w", err)
 	}
-	if len(candidates) == 0 {
-		return out, nil
+	identical := fingerprintPairs(candidates)
+	if len(identical) == 0 {
+		return candidates, nil
 	}
-	// The effects identical to a candidate (one provider, one
-	// fingerprint) are judged again with it: whether one repeats another
-	// (repeated_effect) depends on all of them.
-	var identical [][2]string
-	for _, f := range candidates {
-		if f.Fingerprint != "" {
-			identical = append(identical, [2]string{f.Provider, f.Fingerprint})
-		}
-	}
-	if len(identical) > 0 {
-		rows, err := t.QueryContext(t.ctx, `SELECT `+effectColumns+` FROM effects
+	rows, err = t.QueryContext(t.ctx, `SELECT `+effectColumns+` FROM effects
 			WHERE fingerprint != '' AND (provider, fingerprint) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`,
-			jsonPairs(identical))
-		if err != nil {
-			return out, fmt.Errorf("store: identical effects: %w", err)
-		}
-		more, err := scanEffects(rows)
-		if err != nil {
-			return out, fmt.Errorf("store: identical effects: %w", err)
-		}
-		have := map[trace.EffectRef]bool{}
-		for _, f := range candidates {
-			have[f.Ref()] = true
-		}
-		for _, f := range more {
-			if !have[f.Ref()] {
-				have[f.Ref()] = true
-				candidates = append(candidates, f)
-			}
-		}
+		jsonPairs(identical))
+	if err != nil {
+		return nil, fmt.Errorf("store: identical effects: %w", err)
 	}
-	// The attempts that could match them: by the key they carry, or by
-	// the step they name.
-	var candidateKeys []string
-	var candidateSteps [][2]string
-	var candidateRefs [][2]string
+	more, err := scanEffects(rows)
+	if err != nil {
+		return nil, fmt.Errorf("store: identical effects: %w", err)
+	}
+	return appendNewEffects(candidates, more), nil
+}
+
+// orphanCandidatesAttempts loads the attempts that could match the
+// candidates: by the key they carry, or by the step they name.
+func (t *Tx) orphanCandidatesAttempts(candidates []trace.Effect) ([]trace.Attempt, error) {
+	var keys []string
+	var steps [][2]string
 	for _, f := range candidates {
 		if f.IdempotencyKey != "" {
-			candidateKeys = append(candidateKeys, f.IdempotencyKey)
+			keys = append(keys, f.IdempotencyKey)
 		}
 		if f.ExecutionID != "" && f.StepID != "" {
-			candidateSteps = append(candidateSteps, [2]string{f.ExecutionID, f.StepID})
+			steps = append(steps, [2]string{f.ExecutionID, f.StepID})
 		}
-		candidateRefs = append(candidateRefs, [2]string{f.Provider, f.ID})
 	}
-	rows, err = t.QueryContext(t.ctx, `SELECT `+attemptColumns+` FROM attempts WHERE idempotency_key IN `+inList+`
+	rows, err := t.QueryContext(t.ctx, `SELECT `+attemptColumns+` FROM attempts WHERE idempotency_key IN `+inList+`
 		UNION SELECT `+attemptColumns+` FROM attempts
 		WHERE (execution_id, step_id) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`,
-		jsonList(sortedSet(setOf(candidateKeys))), jsonPairs(candidateSteps))
+		jsonList(sortedSet(setOf(keys))), jsonPairs(steps))
 	if err != nil {
-		return out, fmt.Errorf("store: orphan candidates' attempts: %w", err)
+		return nil, fmt.Errorf("store: orphan candidates' attempts: %w", err)
 	}
 	attempts, err := scanAttempts(rows)
 	if err != nil {
-		return out, fmt.Errorf("store: orphan candidates' attempts: %w", err)
+		return nil, fmt.Errorf("store: orphan candidates' attempts: %w", err)
 	}
-	claimed := trace.IndexAttempts(attempts)
-	touched := map[string]bool{}
-	for _, a := range attempts {
-		touched[a.ExecutionID] = true // sent a candidate's key, or ran the step it names
-	}
+	return attempts, nil
+}
 
+// applyOrphanRecheck replaces the candidates' effect findings with the
+// plan's and sets the states it decided.
+func (t *Tx) applyOrphanRecheck(candidates []trace.Effect, plan trace.OrphanPlan) error {
+	refs := make([]trace.EffectRef, len(candidates))
+	for i, f := range candidates {
+		refs[i] = f.Ref()
+	}
 	if err := t.exec(`DELETE FROM findings WHERE source = 'effect'
 		AND (effect_provider, effect_id) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`,
-		jsonPairs(candidateRefs)); err != nil {
-		return out, fmt.Errorf("store: recheck orphans: %w", err)
+		jsonPairs(effectRefPairs(refs))); err != nil {
+		return fmt.Errorf("store: recheck orphans: %w", err)
 	}
-	var orphans, matched [][2]string
-	var orphanEffects []trace.Effect
-	for _, f := range candidates {
-		ref := [2]string{f.Provider, f.ID}
-		switch {
-		case f.TraceID != "" && (!f.StrayTrace || f.JoinedExecutionID != ""):
-			// Its trace's execution (or the one a stray trace's effect
-			// joined) owns it, and the run analysis of that execution
-			// alone says whether a tool call sent it (matched) or none
-			// arrived (orphan): this commit may not analyse that
-			// execution, and a state set here would stay.
-		case claimed.Claims(f):
-			matched = append(matched, ref)
-			out.Effects = append(out.Effects, f.Ref())
-		default:
-			orphans = append(orphans, ref)
-			orphanEffects = append(orphanEffects, f)
-			out.Effects = append(out.Effects, f.Ref())
-			if err := t.insertFinding("effect", trace.OrphanFinding(f)); err != nil {
-				return out, err
-			}
-		}
-		if f.ExecutionID != "" {
-			touched[f.ExecutionID] = true
-		}
-	}
-	for _, f := range trace.RepeatedOrphans(orphanEffects, trace.Config{RepeatWindow: repeatWindow}) {
+	for _, f := range plan.Findings {
 		if err := t.insertFinding("effect", f); err != nil {
-			return out, err
+			return err
 		}
 	}
 	// A matched effect may be a duplicate; the run analysis that follows
@@ -844,15 +817,51 @@ func (t *Tx) RecheckOrphans(effects []trace.EffectRef, keys []string, steps []St
 	const refsIn = `(provider, effect_id) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`
 	// Each state's rank is trace's (MatchState.OutboxRank), never one written here.
 	if err := t.exec(`UPDATE effects SET state = ?, state_rank = ? WHERE state != ? AND `+refsIn,
-		string(trace.MatchOrphan), trace.MatchOrphan.OutboxRank(), string(trace.MatchOrphan), jsonPairs(orphans)); err != nil {
-		return out, fmt.Errorf("store: recheck orphans: %w", err)
+		string(trace.MatchOrphan), trace.MatchOrphan.OutboxRank(), string(trace.MatchOrphan), jsonPairs(effectRefPairs(plan.Orphans))); err != nil {
+		return fmt.Errorf("store: recheck orphans: %w", err)
 	}
 	if err := t.exec(`UPDATE effects SET state = ?, state_rank = ? WHERE state = ? AND `+refsIn,
-		string(trace.MatchMatched), trace.MatchMatched.OutboxRank(), string(trace.MatchOrphan), jsonPairs(matched)); err != nil {
-		return out, fmt.Errorf("store: recheck orphans: %w", err)
+		string(trace.MatchMatched), trace.MatchMatched.OutboxRank(), string(trace.MatchOrphan), jsonPairs(effectRefPairs(plan.Matched))); err != nil {
+		return fmt.Errorf("store: recheck orphans: %w", err)
 	}
-	out.Executions = sortedSet(touched)
-	return out, nil
+	return nil
+}
+
+// effectRefPairs is refs as (provider, effect id) pairs, for jsonPairs.
+func effectRefPairs(refs []trace.EffectRef) [][2]string {
+	pairs := make([][2]string, 0, len(refs))
+	for _, r := range refs {
+		pairs = append(pairs, [2]string{r.Provider, r.ID})
+	}
+	return pairs
+}
+
+// fingerprintPairs is the (provider, fingerprint) of each effect that has
+// a fingerprint.
+func fingerprintPairs(effects []trace.Effect) [][2]string {
+	var pairs [][2]string
+	for _, f := range effects {
+		if f.Fingerprint != "" {
+			pairs = append(pairs, [2]string{f.Provider, f.Fingerprint})
+		}
+	}
+	return pairs
+}
+
+// appendNewEffects appends to effects those of more it does not hold yet
+// (by reference), in more's order.
+func appendNewEffects(effects, more []trace.Effect) []trace.Effect {
+	have := map[trace.EffectRef]bool{}
+	for _, f := range effects {
+		have[f.Ref()] = true
+	}
+	for _, f := range more {
+		if !have[f.Ref()] {
+			have[f.Ref()] = true
+			effects = append(effects, f)
+		}
+	}
+	return effects
 }
 
 // SettleStates gives the effects that no analysis gave a state (no step of
