@@ -63,33 +63,48 @@ type StrayCandidates struct {
 // of what is stored, whatever order it came in. A commit with nothing
 // stray about it costs two index lookups.
 func (t *Tx) JoinStrayEffects(c StrayCandidates) (StrayJoins, error) {
-	var out StrayJoins
+	effects, traces, err := t.strayCandidateEffects(c)
+	if err != nil || len(traces) == 0 {
+		return StrayJoins{}, err
+	}
+	stray, err := t.strayTraces(traces)
+	if err != nil {
+		return StrayJoins{}, err
+	}
+	joins, err := t.inferJoins(effects, stray)
+	if err != nil {
+		return StrayJoins{}, err
+	}
+	return t.applyStrayJoins(planStrayJoins(effects, traces, stray, joins))
+}
+
+// strayCandidateEffects loads the effects of the candidates' traces that
+// could be stray (those with a lone HTTP root span, or with an effect
+// marked stray) and the stray effects that an attempt of the candidates'
+// steps could have sent, with every trace they name, sorted.
+func (t *Tx) strayCandidateEffects(c StrayCandidates) ([]trace.Effect, []string, error) {
 	from, to, err := t.flightWindow(c.Steps, c.Starts)
 	if err != nil {
-		return out, err
+		return nil, nil, err
 	}
 	traceSet := setOf(c.LoneTraces)
 	if len(c.EffectTraces) > 0 {
 		lone, err := t.strings(`SELECT DISTINCT trace_id FROM spans WHERE trace_id IN `+inList+` AND role = 'http' AND parent_span_id = ''`,
 			jsonList(c.EffectTraces))
 		if err != nil {
-			return out, fmt.Errorf("store: effects' lone HTTP spans: %w", err)
+			return nil, nil, fmt.Errorf("store: effects' lone HTTP spans: %w", err)
 		}
-		for _, id := range lone {
-			traceSet[id] = true
-		}
+		addAll(traceSet, lone)
 	}
 	if len(c.Traces) > 0 {
 		strayBefore, err := t.strings(`SELECT DISTINCT trace_id FROM effects WHERE trace_id IN `+inList+` AND stray = 1`, jsonList(c.Traces))
 		if err != nil {
-			return out, fmt.Errorf("store: stray effects' traces: %w", err)
+			return nil, nil, fmt.Errorf("store: stray effects' traces: %w", err)
 		}
-		for _, id := range strayBefore {
-			traceSet[id] = true
-		}
+		addAll(traceSet, strayBefore)
 	}
 	if len(traceSet) == 0 && from.IsZero() {
-		return out, nil
+		return nil, nil, nil
 	}
 	query := `SELECT ` + effectColumns + ` FROM effects WHERE trace_id IN ` + inList
 	args := []any{jsonList(sortedSet(traceSet))}
@@ -99,65 +114,122 @@ func (t *Tx) JoinStrayEffects(c StrayCandidates) (StrayJoins, error) {
 	}
 	rows, err := t.QueryContext(t.ctx, query, args...)
 	if err != nil {
-		return out, fmt.Errorf("store: stray candidates: %w", err)
+		return nil, nil, fmt.Errorf("store: stray candidates: %w", err)
 	}
 	effects, err := scanEffects(rows)
 	if err != nil {
-		return out, fmt.Errorf("store: stray candidates: %w", err)
+		return nil, nil, fmt.Errorf("store: stray candidates: %w", err)
 	}
 	for _, f := range effects {
 		if f.TraceID != "" {
 			traceSet[f.TraceID] = true
 		}
 	}
-	all := sortedSet(traceSet)
-	if len(all) == 0 {
-		return out, nil
-	}
-	stray, err := t.strayTraces(all)
-	if err != nil {
-		return out, err
-	}
+	return effects, sortedSet(traceSet), nil
+}
 
-	touched := map[string]bool{}
+// addAll adds each of ids to set.
+func addAll(set map[string]bool, ids []string) {
+	for _, id := range ids {
+		set[id] = true
+	}
+}
+
+// inferJoins is the execution each effect of a stray trace joined
+// (inferJoin), for those that joined one.
+func (t *Tx) inferJoins(effects []trace.Effect, stray map[string]bool) (map[trace.EffectRef]string, error) {
+	joins := map[trace.EffectRef]string{}
 	for _, f := range effects {
-		joined := ""
-		if stray[f.TraceID] {
-			if joined, err = t.inferJoin(f); err != nil {
-				return out, err
-			}
+		if !stray[f.TraceID] {
+			continue
+		}
+		joined, err := t.inferJoin(f)
+		if err != nil {
+			return nil, err
+		}
+		if joined != "" {
+			joins[f.Ref()] = joined
+		}
+	}
+	return joins, nil
+}
+
+// strayUpdate is the stray mark and join one effect is to store.
+type strayUpdate struct {
+	effect trace.Effect
+	stray  bool
+	joined string
+}
+
+// strayJoinPlan is what JoinStrayEffects writes, and what it reports
+// before the placeholders are dropped.
+type strayJoinPlan struct {
+	updates []strayUpdate
+	// strayTraces are the traces judged stray, whose placeholder
+	// execution is dropped when nothing else names it.
+	strayTraces []string
+	// touched are the executions an effect joined or left, or that one
+	// changing its stray mark names.
+	touched map[string]bool
+	keys    []string
+	effects []trace.EffectRef
+}
+
+// planStrayJoins compares each effect's stored stray mark and join with
+// those decided (its trace stray or not, the execution it joined) and
+// plans an update of those that differ. traces are the candidates' traces,
+// sorted.
+func planStrayJoins(effects []trace.Effect, traces []string, stray map[string]bool, joins map[trace.EffectRef]string) strayJoinPlan {
+	plan := strayJoinPlan{touched: map[string]bool{}}
+	for _, f := range effects {
+		joined := joins[f.Ref()]
+		if !stray[f.TraceID] {
+			joined = ""
 		}
 		if stray[f.TraceID] == f.StrayTrace && joined == f.JoinedExecutionID {
 			continue
 		}
-		if err := t.exec(`UPDATE effects SET stray = ?, joined_execution_id = ? WHERE provider = ? AND effect_id = ?`,
-			boolInt(stray[f.TraceID]), joined, f.Provider, f.ID); err != nil {
-			return out, fmt.Errorf("store: join stray effect %s/%s: %w", f.Provider, f.ID, err)
-		}
-		out.Effects = append(out.Effects, f.Ref())
+		plan.updates = append(plan.updates, strayUpdate{effect: f, stray: stray[f.TraceID], joined: joined})
+		plan.effects = append(plan.effects, f.Ref())
 		for _, id := range []string{f.JoinedExecutionID, joined, f.ExecutionID} {
 			if id != "" {
-				touched[id] = true
+				plan.touched[id] = true
 			}
 		}
-		if f.IdempotencyKey != "" && !slices.Contains(out.Keys, f.IdempotencyKey) {
-			out.Keys = append(out.Keys, f.IdempotencyKey)
+		if f.IdempotencyKey != "" && !slices.Contains(plan.keys, f.IdempotencyKey) {
+			plan.keys = append(plan.keys, f.IdempotencyKey)
 		}
 	}
-	for _, id := range all {
-		if !stray[id] {
-			continue
+	for _, id := range traces {
+		if stray[id] {
+			plan.strayTraces = append(plan.strayTraces, id)
 		}
+	}
+	return plan
+}
+
+// applyStrayJoins stores the plan's updates and drops the stray traces'
+// placeholder executions that nothing else names.
+func (t *Tx) applyStrayJoins(plan strayJoinPlan) (StrayJoins, error) {
+	out := StrayJoins{Keys: plan.keys, Effects: plan.effects}
+	for _, u := range plan.updates {
+		f := u.effect
+		if err := t.exec(`UPDATE effects SET stray = ?, joined_execution_id = ? WHERE provider = ? AND effect_id = ?`,
+			boolInt(u.stray), u.joined, f.Provider, f.ID); err != nil {
+			return StrayJoins{}, fmt.Errorf("store: join stray effect %s/%s: %w", f.Provider, f.ID, err)
+		}
+	}
+	for _, id := range plan.strayTraces {
 		dropped, err := t.dropStrayPlaceholder(id)
 		if err != nil {
-			return out, err
+			return StrayJoins{}, err
 		}
 		if dropped {
 			out.Dropped = append(out.Dropped, id)
-			delete(touched, id)
+			delete(plan.touched, id)
 		}
 	}
-	out.Executions = sortedSet(touched)
+	out.Executions = sortedSet(plan.touched)
 	return out, nil
 }
 
