@@ -25,6 +25,9 @@ var (
 func TestMain(m *testing.M) {
 	installRecorder() // queries_test.go
 	code := m.Run()
+	if code == 0 && wholeSuite() {
+		code = checkIndexesOf(recordedSQLiteQueries()) // indexes_test.go
+	}
 	if code != 0 {
 		os.Exit(code)
 	}

@@ -32,25 +32,30 @@ import (
 // is; so a query added later without a test that runs it, or that
 // bypasses the dialect, fails the suite by name.
 
-// queries is every query text the store ran on PostgreSQL, as written:
-// the store writes some differently for each engine (the engines' named
+// queries is every query text the store ran on PostgreSQL, as written,
+// and apart every one it ran on SQLite (indexes_test.go plans those): the
+// store writes some differently for each engine (the engines' named
 // operations), so those of the SQLite run are not PostgreSQL's.
 var queries struct {
 	sync.Mutex
-	seen map[string]bool
-	on   atomic.Bool // from the start of the PostgreSQL run
+	seen       map[string]bool
+	seenSQLite map[string]bool
+	on         atomic.Bool // from the start of the PostgreSQL run
 }
 
 // installRecorder makes the store show every query text to the recorder;
-// it runs before any database opens, and records from recordQueries on.
+// it runs before any database opens: what it sees before recordQueries is
+// the SQLite run's, from it on PostgreSQL's.
 func installRecorder() {
 	queries.seen = map[string]bool{}
+	queries.seenSQLite = map[string]bool{}
 	store.RecordQueries(func(q string) {
-		if !queries.on.Load() {
-			return
-		}
 		queries.Lock()
 		defer queries.Unlock()
+		if !queries.on.Load() {
+			queries.seenSQLite[q] = true
+			return
+		}
 		queries.seen[q] = true
 	})
 }
@@ -60,8 +65,19 @@ func recordQueries() { queries.on.Store(true) }
 func recordedQueries() []string {
 	queries.Lock()
 	defer queries.Unlock()
-	list := make([]string, 0, len(queries.seen))
-	for q := range queries.seen {
+	return sortedKeys(queries.seen)
+}
+
+// recordedSQLiteQueries is every query text the SQLite run ran.
+func recordedSQLiteQueries() []string {
+	queries.Lock()
+	defer queries.Unlock()
+	return sortedKeys(queries.seenSQLite)
+}
+
+func sortedKeys(set map[string]bool) []string {
+	list := make([]string, 0, len(set))
+	for q := range set {
 		list = append(list, q)
 	}
 	slices.Sort(list)
@@ -96,7 +112,7 @@ func checkQueriesOnPostgres(list []query) []string {
 		return []string{err.Error()}
 	}
 	defer conn.Close()
-	var failed []string
+	failed := checkPostgresIndexes(ctx, conn) // indexes_test.go
 	for i, q := range list {
 		pq, err := rebind(db, q.text)
 		if err == nil {

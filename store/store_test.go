@@ -284,6 +284,37 @@ func TestListExecutionsFilters(t *testing.T) {
 	}
 }
 
+// TestListExecutionsByAuditState: the audit state filter gives the rows of
+// that state, newest first (the list's own audit_state says which).
+func TestListExecutionsByAuditState(t *testing.T) {
+	db, _ := listFixture(t)
+	ctx := context.Background()
+	all, _, err := db.ListExecutions(ctx, store.ExecutionFilter{Limit: store.MaxPageSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byState := map[trace.AuditState][]string{}
+	for _, s := range all {
+		byState[s.AuditState] = append(byState[s.AuditState], s.ID)
+	}
+	if len(byState[trace.StateCritical]) == 0 || len(byState[trace.StateCritical]) == len(all) {
+		t.Fatalf("the fixture has %d critical executions of %d; want some, not all", len(byState[trace.StateCritical]), len(all))
+	}
+	for _, state := range []trace.AuditState{trace.StateCritical, trace.StateUnverified, trace.StateClean} {
+		list, _, err := db.ListExecutions(ctx, store.ExecutionFilter{AuditState: state, Limit: store.MaxPageSize})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, s := range list {
+			got = append(got, s.ID)
+		}
+		if !slices.Equal(got, byState[state]) {
+			t.Errorf("%s: got %v, want %v", state, got, byState[state])
+		}
+	}
+}
+
 func TestListExecutionsRowCounts(t *testing.T) {
 	db, _ := listFixture(t)
 	list, _, err := db.ListExecutions(context.Background(), store.ExecutionFilter{Q: "exec_006"})

@@ -755,9 +755,13 @@ func (t *Tx) orphanCandidates(effects []trace.EffectRef, keys []string, steps []
 	if len(identical) == 0 {
 		return candidates, nil
 	}
+	// By fingerprint first (effects_fingerprint): compared as it is, the
+	// provider would lead SQLite, which has no statistics, to the primary
+	// key's range of every effect of the provider instead.
 	rows, err = t.QueryContext(t.ctx, `SELECT `+effectColumns+` FROM effects
-			WHERE fingerprint != '' AND (provider, fingerprint) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`,
-		jsonPairs(identical))
+			WHERE fingerprint != '' AND fingerprint IN (SELECT json_extract(value, '$[1]') FROM json_each(?))
+			AND (provider || '', fingerprint) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`,
+		jsonPairs(identical), jsonPairs(identical))
 	if err != nil {
 		return nil, fmt.Errorf("store: identical effects: %w", err)
 	}
