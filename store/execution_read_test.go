@@ -366,3 +366,22 @@ func TestPagesQueriesDoNotGrowWithTheirRows(t *testing.T) {
 		}
 	}
 }
+
+// The empty key is no key: the attempts that carry none are not one key's
+// attempts, and the reads by key (attempts_key holds only keyed attempts)
+// find none of them.
+func TestEmptyKeyFindsNoAttempts(t *testing.T) {
+	db, w := openDB(t)
+	write(t, w,
+		map[string]any{"type": "attempt", "execution_id": "x", "step_id": "read", "attempt": 1, "effect": "read",
+			"started_at": stamp(base), "ended_at": stamp(base.Add(time.Second)), "outcome": "ok"},
+		map[string]any{"type": "attempt", "execution_id": "y", "step_id": "pay", "attempt": 1, "effect": "unsafe", "idempotency_key": "ik_y",
+			"started_at": stamp(base), "ended_at": stamp(base.Add(time.Second)), "outcome": "ok"})
+	ctx := context.Background()
+	if got, err := db.AttemptsWithKey(ctx, ""); err != nil || len(got) != 0 {
+		t.Errorf("attempts with the empty key: got %d (%v), want none", len(got), err)
+	}
+	if got, err := db.AttemptsWithKey(ctx, "ik_y"); err != nil || len(got) != 1 || got[0].ExecutionID != "y" {
+		t.Errorf("attempts with ik_y: got %+v (%v), want y's one", got, err)
+	}
+}

@@ -67,9 +67,10 @@ func (t *Tx) StepAttempts(executionID, stepID string) ([]trace.Attempt, error) {
 }
 
 // AttemptsWithKey reads the attempts of executions other than one that
-// carry a key: the peers that key gives a run.
+// carry a key: the peers that key gives a run. An empty key is no key
+// and finds none (keyed).
 func (t *Tx) AttemptsWithKey(key, notExecution string) ([]trace.Attempt, error) {
-	rows, err := t.QueryContext(t.ctx, `SELECT `+attemptColumns+` FROM attempts WHERE idempotency_key = ? AND execution_id != ?
+	rows, err := t.QueryContext(t.ctx, `SELECT `+attemptColumns+` FROM attempts WHERE idempotency_key = ? AND `+keyed+` AND execution_id != ?
 		ORDER BY execution_id, step_id, attempt`, key, notExecution)
 	if err != nil {
 		return nil, fmt.Errorf("store: attempts with key %s: %w", key, err)

@@ -45,6 +45,18 @@ var constraints = map[string]string{
 	"sqlite_autoindex_webhook_tokens_1": "a webhook token is accepted once: its ON CONFLICT (provider, token) refuses a replay",
 }
 
+// keyLookups are the queries by key and the partial index each must read:
+// one that does not state the index's condition reads none and scans the
+// table, which no test would otherwise notice.
+var keyLookups = []struct {
+	query *regexp.Regexp
+	index string
+	why   string
+}{
+	{regexp.MustCompile(`(?i)\bFROM\s+attempts\s+WHERE\s+idempotency_key\s*(=|IN\b)`), "attempts_key", "the query must say idempotency_key != '', store.keyed"},
+	{regexp.MustCompile(`(?i)\bFROM\s+findings\s+WHERE\s+idempotency_key\s*=`), "findings_key", "the query must say idempotency_key != ''"},
+}
+
 // indexUse is how a plan line names the index it reads.
 var indexUse = regexp.MustCompile(`USING (?:COVERING )?INDEX (\S+)`)
 
@@ -135,6 +147,11 @@ func planEvery(conn *sql.Conn, recorded []string, verbose bool) []string {
 		}
 		for _, n := range names {
 			readers[n] = append(readers[n], q)
+		}
+		for _, k := range keyLookups {
+			if k.query.MatchString(q) && !slices.Contains(names, k.index) {
+				failed = append(failed, fmt.Sprintf("a lookup by key does not read %s (%s): %s", k.index, k.why, oneLine(q)))
+			}
 		}
 	}
 	for _, ix := range indexes {
@@ -237,8 +254,16 @@ func constantQueries() ([]string, error) {
 			if !ok {
 				return true
 			}
-			if b, isAdd := e.(*ast.BinaryExpr); isAdd {
-				inner[b.X], inner[b.Y] = true, true
+			if _, isAdd := e.(*ast.BinaryExpr); isAdd {
+				// Every operand, however deep: a prefix such as `...
+				// IN `+inList of `...`+inList+` AND `+keyed may itself
+				// prepare, and would be planned as if it were a query.
+				ast.Inspect(e, func(n ast.Node) bool {
+					if o, ok := n.(ast.Expr); ok && o != e {
+						inner[o] = true
+					}
+					return true
+				})
 			}
 			if queryStart.MatchString(q) && !slices.Contains(out, q) {
 				out = append(out, q)

@@ -208,7 +208,8 @@ func findings(ctx context.Context, q querier, f FindingFilter) ([]trace.Finding,
 		where, args = append(where, "execution_id = ?"), append(args, f.ExecutionID)
 	}
 	if f.Key != "" {
-		where, args = append(where, "idempotency_key = ?"), append(args, f.Key)
+		// != '': findings_key holds only the findings naming a key.
+		where, args = append(where, "idempotency_key = ? AND idempotency_key != ''"), append(args, f.Key)
 	}
 	if f.Rule != "" {
 		where, args = append(where, "rule = ?"), append(args, string(f.Rule))
@@ -543,13 +544,14 @@ func effectStates(ctx context.Context, q querier, refs []trace.EffectRef) (map[t
 	return out, nil
 }
 
-// AttemptsWithKey returns every attempt, of any execution, that carried key.
+// AttemptsWithKey returns every attempt, of any execution, that carried
+// key; none for the empty key, which is no key (keyed).
 func (db *DB) AttemptsWithKey(ctx context.Context, key string) ([]trace.Attempt, error) {
 	return attemptsWithKey(ctx, db.read, key)
 }
 
 func attemptsWithKey(ctx context.Context, q querier, key string) ([]trace.Attempt, error) {
-	rows, err := q.QueryContext(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE idempotency_key = ?
+	rows, err := q.QueryContext(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE idempotency_key = ? AND `+keyed+`
 		ORDER BY started_at NULLS FIRST, execution_id, step_id, attempt`, key)
 	if err != nil {
 		return nil, fmt.Errorf("store: attempts with key: %w", err)

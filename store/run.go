@@ -261,7 +261,7 @@ func loadRunPeers(ctx context.Context, q querier, found []string, terms runTerms
 		return nil, nil
 	}
 	rows, err := q.QueryContext(ctx, `SELECT `+attemptColumns+` FROM attempts
-		WHERE idempotency_key IN `+inList+` AND execution_id NOT IN `+inList+` ORDER BY execution_id, step_id, attempt`,
+		WHERE idempotency_key IN `+inList+` AND `+keyed+` AND execution_id NOT IN `+inList+` ORDER BY execution_id, step_id, attempt`,
 		jsonList(terms.allKeys), jsonList(found))
 	if err != nil {
 		return nil, fmt.Errorf("store: load key peers: %w", err)
@@ -427,6 +427,13 @@ func attemptKeys(attempts []trace.Attempt) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// keyed is said by every query that looks attempts up by key: attempts_key
+// holds only the attempts that carry one (SQLite 0016, PostgreSQL 0009;
+// most attempts carry none), and neither engine reads a partial index for
+// a comparison with a parameter unless the query states the index's
+// condition itself. The empty key is no key: it finds no attempt.
+const keyed = `idempotency_key != ''`
 
 // inList matches a column against a list given as one JSON array argument
 // (jsonList): the query's text stays the same whatever the list's length,

@@ -661,7 +661,7 @@ func (t *Tx) ExecutionsWithKeys(keys []string) ([]string, error) {
 	if len(keys) == 0 {
 		return nil, nil
 	}
-	return t.strings(`SELECT DISTINCT execution_id FROM attempts WHERE idempotency_key IN `+inList, jsonList(keys))
+	return t.strings(`SELECT DISTINCT execution_id FROM attempts WHERE idempotency_key IN `+inList+` AND `+keyed, jsonList(keys))
 }
 
 // ExecutionsWritingTo returns the executions with an attempt naming one of
@@ -785,7 +785,7 @@ func (t *Tx) orphanCandidatesAttempts(candidates []trace.Effect) ([]trace.Attemp
 			steps = append(steps, [2]string{f.ExecutionID, f.StepID})
 		}
 	}
-	rows, err := t.QueryContext(t.ctx, `SELECT `+attemptColumns+` FROM attempts WHERE idempotency_key IN `+inList+`
+	rows, err := t.QueryContext(t.ctx, `SELECT `+attemptColumns+` FROM attempts WHERE idempotency_key IN `+inList+` AND `+keyed+`
 		UNION SELECT `+attemptColumns+` FROM attempts
 		WHERE (execution_id, step_id) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`,
 		jsonList(sortedSet(setOf(keys))), jsonPairs(steps))
@@ -824,7 +824,9 @@ func (t *Tx) applyOrphanRecheck(candidates []trace.Effect, plan trace.OrphanPlan
 		string(trace.MatchOrphan), trace.MatchOrphan.OutboxRank(), string(trace.MatchOrphan), jsonPairs(effectRefPairs(plan.Orphans))); err != nil {
 		return fmt.Errorf("store: recheck orphans: %w", err)
 	}
-	if err := t.exec(`UPDATE effects SET state = ?, state_rank = ? WHERE state = ? AND `+refsIn,
+	// state || '': by the primary key, not effects_state_at's range of
+	// every orphan, which SQLite, planning without statistics, prefers.
+	if err := t.exec(`UPDATE effects SET state = ?, state_rank = ? WHERE state || '' = ? AND `+refsIn,
 		string(trace.MatchMatched), trace.MatchMatched.OutboxRank(), string(trace.MatchOrphan), jsonPairs(effectRefPairs(plan.Matched))); err != nil {
 		return fmt.Errorf("store: recheck orphans: %w", err)
 	}
@@ -884,7 +886,9 @@ func (t *Tx) SettleStates(refs []trace.EffectRef) ([]trace.EffectRef, error) {
 	for i, r := range refs {
 		pairs[i] = [2]string{r.Provider, r.ID}
 	}
-	rows, err := t.QueryContext(t.ctx, `SELECT `+effectColumns+` FROM effects WHERE state = 'duplicate'
+	// state || '': by the primary key, not effects_state_at's range of
+	// every duplicate (as in applyOrphanRecheck).
+	rows, err := t.QueryContext(t.ctx, `SELECT `+effectColumns+` FROM effects WHERE state || '' = 'duplicate'
 		AND (provider, effect_id) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`, jsonPairs(pairs))
 	if err != nil {
 		return nil, fmt.Errorf("store: settle states: %w", err)
@@ -903,7 +907,7 @@ func (t *Tx) SettleStates(refs []trace.EffectRef) ([]trace.EffectRef, error) {
 			steps = append(steps, [2]string{f.ExecutionID, f.StepID})
 		}
 	}
-	rows, err = t.QueryContext(t.ctx, `SELECT `+attemptColumns+` FROM attempts WHERE idempotency_key IN `+inList+`
+	rows, err = t.QueryContext(t.ctx, `SELECT `+attemptColumns+` FROM attempts WHERE idempotency_key IN `+inList+` AND `+keyed+`
 		UNION SELECT `+attemptColumns+` FROM attempts
 		WHERE (execution_id, step_id) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`,
 		jsonList(sortedSet(setOf(keys))), jsonPairs(steps))
