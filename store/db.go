@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"sort"
 	"sync"
+	"sync/atomic"
 )
 
 // ErrNotFound is returned when a requested row does not exist.
@@ -38,6 +39,7 @@ type DB struct {
 	health writeHealth
 
 	pruneStats pruneCounters // prune.go
+	conflicts  atomic.Int64  // health.go
 }
 
 // ErrNoDatabase is returned when opening a database that must exist finds
@@ -54,7 +56,7 @@ func New(ctx context.Context, e Engine) (*DB, error) {
 	registerClassifier(e)
 	d := &dialect{engine: e}
 	// The engine's own statements are in its dialect already.
-	for _, q := range []string{e.BeginWrite(), e.WriteLock(), e.Notify()} {
+	for _, q := range []string{e.BeginWrite(), e.SchemaLock(), e.ExecutionLocks(), e.DeriveLock(), e.TailMark(), e.Notify()} {
 		if q != "" {
 			d.cache.Store(q, q)
 		}
@@ -149,7 +151,7 @@ func (db *DB) applyMigration(ctx context.Context, name string) error {
 	defer tx.Rollback()
 	// Under the write lock, so that of two instances starting at once on
 	// one database, one applies it and the other finds it applied.
-	if lock := db.engine.WriteLock(); lock != "" {
+	if lock := db.engine.SchemaLock(); lock != "" {
 		if _, err := tx.ExecContext(ctx, lock); err != nil {
 			return fmt.Errorf("store: migration %s: %w", name, err)
 		}

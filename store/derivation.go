@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 )
 
 // DerivationVersion returns the derivation version the database's derived
@@ -74,7 +75,7 @@ func (t *Tx) ClearDerived() error {
 // LogAfter returns up to limit events of the raw log with a sequence
 // number above after, in order, as the transaction sees them.
 func (t *Tx) LogAfter(after int64, limit int) ([]StoredEvent, error) {
-	return eventsAfter(t.ctx, t, after, "", limit)
+	return eventsAfter(t.ctx, t, after, math.MaxInt64, "", limit)
 }
 
 // EventCount is how many events the raw log holds.

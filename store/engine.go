@@ -17,7 +17,7 @@ import (
 // implement it. The store's SQL is written once, in the SQL both engines
 // share (ON CONFLICT DO NOTHING, coalesce, ||), and what differs is a
 // named operation each engine writes for itself (EntityKeySQL, Vacuum,
-// PageBytes, Sizes, BeginWrite, WriteLock, Notify ...), never a switch on
+// PageBytes, Sizes, BeginWrite, ExecutionLocks, DeriveLock, TailMark, Notify ...), never a switch on
 // the engine's name outside the engines.
 //
 // Rebind still does two things to a query: it numbers SQLite's ?
@@ -45,7 +45,8 @@ type Engine interface {
 	// Rebind turns a query written in the store's dialect into the
 	// engine's (above). It is called once per query text.
 	Rebind(query string) string
-	// BeginWrite, WriteLock and Notify are statements in the engine's own
+	// BeginWrite, SchemaLock, ExecutionLocks, DeriveLock, TailMark and
+	// Notify are statements in the engine's own
 	// dialect, which the store runs as they are.
 	//
 	// BeginWrite is the statement that begins a write transaction on the
@@ -53,10 +54,32 @@ type Engine interface {
 	BeginWrite() string
 	// ReadTx is how a read transaction begins: it must see one snapshot.
 	ReadTx() *sql.TxOptions
-	// WriteLock is run first in every write transaction, "" for none:
-	// PostgreSQL serialises the writers of every instance sharing the
-	// database there, as SQLite's one writer is.
-	WriteLock() string
+	// SchemaLock is run first in a transaction that changes the schema
+	// (a migration), "" for none: of several instances starting at once
+	// on one database, one applies it and the others find it applied.
+	SchemaLock() string
+	// ExecutionLocks is run first in a write transaction, with the keys
+	// of what a commit writes (hashes of the executions its events name,
+	// in [0, 2^62), sorted, as one int64 array); "" for none. PostgreSQL
+	// serialises there the commits of one execution, while those of
+	// others store their events in parallel.
+	ExecutionLocks() string
+	// DeriveLock is run before a commit derives rows from its events, ""
+	// for none: derivation reads across executions (effects joined by
+	// trace, key and time, findings between executions), so PostgreSQL
+	// serialises it across instances, each seeing all the others
+	// committed before it.
+	DeriveLock() string
+	// TailMark is run in every write transaction before it stores an
+	// event, after ExecutionLocks, "" for none: it
+	// tells readers that sequence numbers above the log's newest may
+	// still be taken by a transaction not yet committed (TailBound).
+	TailMark() string
+	// TailBound is the highest sequence number a reader of the log may
+	// pass: every event at or below it that will ever be stored is
+	// stored and visible now. ok is false when there is no bound (one
+	// writer, whose commits take sequence numbers in commit order).
+	TailBound(ctx context.Context, read *sql.DB) (bound int64, ok bool, err error)
 	// Notify is run last in a write transaction that stored events, with
 	// the last sequence number it stored, "" for none: it tells the other
 	// instances (Listen) when the commit lands.

@@ -27,13 +27,18 @@ const (
 	// is after a failover; a new connection may reach the new primary
 	// (a multi-host URL with target_session_attrs=read-write).
 	ReasonStandby = "database is a read-only standby"
+	// ReasonConflict: the write transaction conflicted with another
+	// instance's, committed in parallel (PostgreSQL's serialization
+	// failure or deadlock), and was rolled back whole; run again, it sees
+	// the other's rows. It says nothing of the database's health.
+	ReasonConflict = "write conflict with another instance"
 )
 
 // Transient reports whether the cause usually passes by itself within
 // seconds (a lost connection, a lock), so that a write is worth retrying
 // at once, rather than only once someone frees space or fixes a file.
 func (e *UnwritableError) Transient() bool {
-	return e.Reason == ReasonUnreachable || e.Reason == ReasonBusy || e.Reason == ReasonStandby
+	return e.Reason == ReasonUnreachable || e.Reason == ReasonBusy || e.Reason == ReasonStandby || e.Reason == ReasonConflict
 }
 
 // UnwritableError is a write the database refused for a cause outside the

@@ -16,13 +16,14 @@ import (
 // costs the same however long its execution already is. Together with the
 // run they patch, they give what loadRuns gives.
 
-// LastEventSeq is the highest sequence number in the event log, 0 when it
-// is empty, and the derived generation (BumpGeneration): the writer
-// compares both with what it saw at its own last commit to tell whether
-// anyone else has written since.
-func (t *Tx) LastEventSeq() (seq, generation int64, err error) {
-	err = t.QueryRowContext(t.ctx, `SELECT coalesce((SELECT max(seq) FROM events), 0),
-		coalesce((SELECT generation FROM derived_generation WHERE id = 1), 0)`).Scan(&seq, &generation)
+// LastEventSeq is the highest sequence number in the event log below
+// before (the transaction's own first), 0 when there is none, and the
+// derived generation (BumpGeneration): the writer compares both with what
+// it saw at its own last commit to tell whether anyone else has written
+// since.
+func (t *Tx) LastEventSeq(before int64) (seq, generation int64, err error) {
+	err = t.QueryRowContext(t.ctx, `SELECT coalesce((SELECT max(seq) FROM events WHERE seq < ?), 0),
+		coalesce((SELECT generation FROM derived_generation WHERE id = 1), 0)`, before).Scan(&seq, &generation)
 	if err != nil {
 		return 0, 0, fmt.Errorf("store: last event: %w", err)
 	}

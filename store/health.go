@@ -39,6 +39,10 @@ func (db *DB) noteWrite(err error) error {
 	if err != nil && !unwritable {
 		return err
 	}
+	if unwritable && ue.Reason == ReasonConflict {
+		db.conflicts.Add(1)
+		return ue // the database is healthy: a retry runs after the other commit
+	}
 	h := &db.health
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -108,3 +112,8 @@ func (db *DB) ProbeWrite(ctx context.Context, interval time.Duration) WriteHealt
 	}
 	return db.WriteHealth()
 }
+
+// WriteConflicts is how many of this instance's write transactions were
+// rolled back for a conflict with another instance's (ReasonConflict)
+// since it opened the database.
+func (db *DB) WriteConflicts() int64 { return db.conflicts.Load() }

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -571,12 +572,23 @@ type StoredEvent struct {
 
 // EventsAfter returns up to limit events with a sequence number above
 // after, in order; executionID, when set, selects one execution's events.
+//
+// It never passes an event that a commit still under way may precede
+// (Engine.TailBound): a reader resuming after the last one it got misses
+// nothing, whichever instance committed what when.
 func (db *DB) EventsAfter(ctx context.Context, after int64, executionID string, limit int) ([]StoredEvent, error) {
-	return eventsAfter(ctx, db.read, after, executionID, limit)
+	bound, ok, err := db.engine.TailBound(ctx, db.read.DB)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		bound = math.MaxInt64
+	}
+	return eventsAfter(ctx, db.read, after, bound, executionID, limit)
 }
 
-func eventsAfter(ctx context.Context, q querier, after int64, executionID string, limit int) ([]StoredEvent, error) {
-	query, args := `SELECT seq, body FROM events WHERE seq > ?`, []any{after}
+func eventsAfter(ctx context.Context, q querier, after, bound int64, executionID string, limit int) ([]StoredEvent, error) {
+	query, args := `SELECT seq, body FROM events WHERE seq > ? AND seq <= ?`, []any{after, bound}
 	if executionID != "" {
 		query, args = query+` AND execution_id = ?`, append(args, executionID)
 	}
@@ -597,9 +609,18 @@ func eventsAfter(ctx context.Context, q querier, after int64, executionID string
 }
 
 // LastSeq is the sequence number of the newest stored event, 0 when none.
+// A reader starting after it misses nothing committed later
+// (EventsAfter).
 func (db *DB) LastSeq(ctx context.Context) (int64, error) {
+	bound, ok, err := db.engine.TailBound(ctx, db.read.DB)
+	if err != nil {
+		return 0, err
+	}
+	if !ok {
+		bound = math.MaxInt64
+	}
 	var n int64
-	err := db.read.QueryRowContext(ctx, `SELECT coalesce(max(seq), 0) FROM events`).Scan(&n)
+	err = db.read.QueryRowContext(ctx, `SELECT coalesce(max(seq), 0) FROM events WHERE seq <= ?`, bound).Scan(&n)
 	return n, err
 }
 

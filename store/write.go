@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"slices"
 	"strings"
@@ -31,14 +32,32 @@ type Tx struct {
 // connection, not as a *sql.Tx: database/sql prepares a connection's
 // statements anew in every *sql.Tx that uses them (Tx.StmtContext), which
 // was a third of a one-event commit.
+//
+// It holds the derivation lock from its start (Tx.LockDerivation): what
+// it changes, it changes after every other instance's commit that
+// derived before it, and before any that derives after.
 func (db *DB) Update(ctx context.Context, fn func(*Tx) error) error {
+	return db.UpdateKeys(ctx, nil, func(t *Tx) error {
+		if err := t.LockDerivation(); err != nil {
+			return err
+		}
+		return fn(t)
+	})
+}
+
+// UpdateKeys is Update for the writer's group commit, which writes what
+// keys name (the executions of its events): on an engine whose instances
+// commit in parallel, commits sharing a key run one after the other
+// (Engine.ExecutionLocks), and fn takes the derivation lock itself once
+// it has stored its events, before it derives from them.
+func (db *DB) UpdateKeys(ctx context.Context, keys []string, fn func(*Tx) error) error {
 	db.writeMu.Lock()
 	defer db.writeMu.Unlock()
 	conn, err := db.writer(ctx)
 	if err != nil {
 		return db.noteWrite(errNoWriter(err))
 	}
-	err = db.update(ctx, conn, fn)
+	err = db.update(ctx, conn, keys, fn)
 	if connectionLost(err) {
 		// The next write opens a new connection, and retrying this one
 		// is safe: a commit whose answer was lost stored events whose
@@ -48,7 +67,7 @@ func (db *DB) Update(ctx context.Context, fn func(*Tx) error) error {
 	return err
 }
 
-func (db *DB) update(ctx context.Context, conn *sql.Conn, fn func(*Tx) error) error {
+func (db *DB) update(ctx context.Context, conn *sql.Conn, keys []string, fn func(*Tx) error) error {
 	t := &Tx{ctx: ctx, db: db}
 	if err := t.exec(db.engine.BeginWrite()); err != nil {
 		return db.noteWrite(fmt.Errorf("store: begin: %w", err))
@@ -65,9 +84,14 @@ func (db *DB) update(ctx context.Context, conn *sql.Conn, fn func(*Tx) error) er
 	// A full disk, a read-only file, an I/O error or a lost connection
 	// becomes an *UnwritableError (errors.go), and every outcome is noted
 	// for WriteHealth, whether fn or the commit met it.
-	if lock := db.engine.WriteLock(); lock != "" {
-		if err := t.exec(lock); err != nil {
-			return db.noteWrite(fmt.Errorf("store: write lock: %w", err))
+	if lock := db.engine.ExecutionLocks(); lock != "" && len(keys) > 0 {
+		if err := t.exec(lock, executionLockKeys(keys)); err != nil {
+			return db.noteWrite(fmt.Errorf("store: execution locks: %w", err))
+		}
+	}
+	if mark := db.engine.TailMark(); mark != "" {
+		if err := t.exec(mark); err != nil {
+			return db.noteWrite(fmt.Errorf("store: tail mark: %w", err))
 		}
 	}
 	if err := fn(t); err != nil {
@@ -83,6 +107,19 @@ func (db *DB) update(ctx context.Context, conn *sql.Conn, fn func(*Tx) error) er
 	}
 	done = true
 	return db.noteWrite(nil)
+}
+
+// executionLockKeys hashes keys into [0, 2^62), sorted and each once: one
+// order for every instance, so that two never wait on each other.
+func executionLockKeys(keys []string) []int64 {
+	out := make([]int64, len(keys))
+	for i, k := range keys {
+		h := fnv.New64a()
+		h.Write([]byte(k))
+		out[i] = int64(h.Sum64() >> 2)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // stmt returns the writer's prepared statement for query. Every query of a
@@ -117,6 +154,18 @@ func (t *Tx) exec(query string, args ...any) error {
 	}
 	_, err = s.ExecContext(t.ctx, args...)
 	return err
+}
+
+// LockDerivation runs before the transaction derives rows from the events
+// it stored: on PostgreSQL it waits for any other instance's commit that
+// is deriving, and holds theirs off until this one ends.
+func (t *Tx) LockDerivation() error {
+	if lock := t.db.engine.DeriveLock(); lock != "" {
+		if err := t.exec(lock); err != nil {
+			return fmt.Errorf("store: derive lock: %w", err)
+		}
+	}
+	return nil
 }
 
 // Savepoint, Release and RollbackTo isolate one request inside a group

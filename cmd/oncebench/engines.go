@@ -224,7 +224,12 @@ func engineRun(c enginesConfig, run int, targets []engineTarget, order []int, na
 		if want := c.events + c.spans; stored != want {
 			return fmt.Errorf("%s: events stored: got %d, want %d", targets[i].name, stored, want)
 		}
-		fmt.Fprintf(os.Stderr, "oncebench engines: run %d, %s: %.0f native events/s, %.0f OTLP spans/s\n", run+1, targets[i].name, rate, spansRate)
+		var commits, conflicts int64
+		for _, s := range srv {
+			commits, conflicts = commits+s.commits.Load(), conflicts+s.db.WriteConflicts()
+		}
+		fmt.Fprintf(os.Stderr, "oncebench engines: run %d, %s: %.0f native events/s, %.0f OTLP spans/s, %d commits, %d rolled back for a conflict with another's\n",
+			run+1, targets[i].name, rate, spansRate, commits, conflicts)
 	}
 
 	for s := range c.samples {

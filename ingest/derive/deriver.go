@@ -15,6 +15,11 @@ type Deriver struct {
 	cfg   trace.Config
 	fed   map[string]bool
 	cache *runCache
+	// shared: other instances derive on the database too, each commit
+	// after another's (store.Tx.LockDerivation); every commit then bumps
+	// the derived generation, which is how the others' caches learn of
+	// it, whatever sequence numbers its events took.
+	shared bool
 }
 
 // Derived is what one commit's derivation concluded.
@@ -32,20 +37,36 @@ func New(db *store.DB, cfg trace.Config) *Deriver {
 	if err != nil {
 		fed = map[string]bool{} // each provider is then looked up when it is first seen
 	}
-	return &Deriver{cfg: cfg, fed: fed, cache: newRunCache()}
+	return &Deriver{cfg: cfg, fed: fed, cache: newRunCache(), shared: db.Shared()}
 }
 
-// Check runs first in every write transaction: it empties what the Deriver
-// keeps unless nothing but its writer changed the database since its last
-// commit, and returns the log's last sequence number.
-func (d *Deriver) Check(tx *store.Tx) (lastSeq int64, err error) {
-	return d.cache.check(tx)
+// Check runs in every write transaction before Derive, once the
+// transaction holds the derivation lock (store.Tx.LockDerivation): it
+// empties what the Deriver keeps unless nothing but its writer changed the
+// database since its last commit, and returns the log's last sequence
+// number before firstSeq, the first this transaction stored.
+func (d *Deriver) Check(tx *store.Tx, firstSeq int64) (lastSeq int64, err error) {
+	lastSeq, others, err := d.cache.check(tx, firstSeq)
+	if err == nil && others && d.shared {
+		// Another instance may have stored a provider's first effect.
+		var fed map[string]bool
+		fed, err = tx.FedProviders()
+		for p := range fed {
+			d.fed[p] = true
+		}
+	}
+	return lastSeq, err
 }
 
 // Derive refolds the touched entities (entity -> the events this commit
 // stored of it) and re-audits what they can change, inside tx.
 func (d *Deriver) Derive(tx *store.Tx, touched map[string][]trace.Event) (Derived, error) {
 	a, err := materialise(tx, touched, d.fed, d.cfg, d.cache)
+	if err == nil && d.shared {
+		if err = tx.BumpGeneration(); err == nil {
+			d.cache.generation++
+		}
+	}
 	return Derived{Executions: a.executions, NewCritical: a.newCritical, a: a}, err
 }
 

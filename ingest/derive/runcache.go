@@ -140,17 +140,20 @@ func (c *runCache) forgetStates() {
 
 // check empties the cache unless nothing but this writer changed the
 // database since its last commit. It runs first in the transaction.
-func (c *runCache) check(tx *store.Tx) (lastSeq int64, err error) {
-	lastSeq, generation, err := tx.LastEventSeq()
+//
+// others reports that someone else did (or that the cache knew nothing).
+func (c *runCache) check(tx *store.Tx, before int64) (lastSeq int64, others bool, err error) {
+	lastSeq, generation, err := tx.LastEventSeq(before)
 	if err != nil {
 		c.clear()
-		return 0, err
+		return 0, true, err
 	}
-	if !c.valid || lastSeq != c.lastSeq || generation != c.generation {
+	others = !c.valid || lastSeq != c.lastSeq || generation != c.generation
+	if others {
 		c.clear()
 	}
 	c.lastSeq, c.generation = lastSeq, generation
-	return lastSeq, nil
+	return lastSeq, others, nil
 }
 
 // committed records that the writer's transaction committed and what the

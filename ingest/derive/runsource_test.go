@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand"
 	"path/filepath"
 	"reflect"
@@ -146,7 +147,7 @@ func TestRunSourceContract(t *testing.T) {
 		var lastSeq int64
 		err := db.Update(ctx, func(tx *store.Tx) error {
 			var err error
-			if lastSeq, err = d.Check(tx); err != nil {
+			if lastSeq, err = d.Check(tx, math.MaxInt64); err != nil { // before it stores any
 				return err
 			}
 			stored := storeRuns{tx: tx, fed: d.fed}

@@ -3,6 +3,8 @@ package writer
 import (
 	"context"
 	"errors"
+	"math"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -71,6 +73,9 @@ var DefaultConfig = Config{
 const (
 	retryFirstWait = 50 * time.Millisecond
 	retryMaxWait   = time.Second
+	// conflictMaxWait bounds the pause before a commit that lost a
+	// conflict with another instance's runs again.
+	conflictMaxWait = 10 * time.Millisecond
 )
 
 // Committed is one event as stored: its sequence number and the event.
@@ -228,12 +233,8 @@ func (w *Writer) commit(group []*request) {
 	received := w.cfg.Now()
 	start := time.Now()
 	err := w.retry(func() error {
-		return w.db.Update(context.Background(), func(tx *store.Tx) error {
+		return w.db.UpdateKeys(context.Background(), commitKeys(group), func(tx *store.Tx) error {
 			committed, derived = committed[:0], derive.Derived{}
-			var err error
-			if lastSeq, err = w.derive.Check(tx); err != nil {
-				return err
-			}
 			touched := map[string][]trace.Event{} // entity -> its new events
 			for i, req := range group {
 				results[i] = requestDone{}
@@ -258,6 +259,15 @@ func (w *Writer) commit(group []*request) {
 			if len(touched) == 0 {
 				return nil
 			}
+			// Stored in parallel with other instances' commits; derived
+			// one after the other.
+			if err := tx.LockDerivation(); err != nil {
+				return err
+			}
+			var err error
+			if lastSeq, err = w.derive.Check(tx, firstSeq(committed)); err != nil {
+				return err
+			}
 			derived, err = w.derive.Derive(tx, touched)
 			// Other instances sharing the database learn of the commit from
 			// its notice (store.Notice), with what only this writer knows.
@@ -265,7 +275,7 @@ func (w *Writer) commit(group []*request) {
 			return err
 		})
 	})
-	if err == nil {
+	if err == nil && len(committed) > 0 {
 		for _, c := range committed {
 			lastSeq = max(lastSeq, c.Seq)
 		}
@@ -301,8 +311,42 @@ func (w *Writer) retry(update func() error) error {
 		if !ok || !ue.Transient() || time.Now().Add(wait).After(deadline) {
 			return err
 		}
+		if ue.Reason == store.ReasonConflict {
+			// Another instance's commit won: run again at once, after a
+			// pause of a few milliseconds that keeps two losers apart.
+			time.Sleep(time.Duration(rand.Int64N(int64(conflictMaxWait))))
+			wait /= 2
+			continue
+		}
 		time.Sleep(wait)
 	}
+}
+
+// firstSeq is the lowest sequence number of what a commit stored.
+func firstSeq(committed []Committed) int64 {
+	first := int64(math.MaxInt64)
+	for _, c := range committed {
+		first = min(first, c.Seq)
+	}
+	return first
+}
+
+// commitKeys are what a group's commit writes, for the store's commit
+// locks: the executions its events name, and the entity of an event that
+// names none (an effect from a feed), so that the commits of one
+// execution never run in parallel.
+func commitKeys(group []*request) []string {
+	var keys []string
+	for _, req := range group {
+		for _, ev := range req.events {
+			if id := ev.ExecutionID(); id != "" {
+				keys = append(keys, "x:"+id)
+			} else {
+				keys = append(keys, "n:"+ev.Entity())
+			}
+		}
+	}
+	return keys
 }
 
 func insertRequest(tx *store.Tx, events []trace.Event, received time.Time) (map[string][]trace.Event, []Committed, Result, error) {

@@ -28,13 +28,26 @@ var migrations embed.FS
 // notifies, with its last sequence number as the payload.
 const Channel = "oncetrace_events"
 
-// writeLockKey is the advisory lock every write transaction takes first: it
-// serialises the writers of all instances sharing the database, as
-// SQLite's one writer does. Serial writers keep sequence numbers in commit
-// order (a live tail resuming after seq N misses nothing committed later
-// with a smaller one) and leave no lost update of a derived row between
-// two instances; each instance still groups its requests into one commit.
-const writeLockKey = 0x6f6e6365 // "once"
+// schemaLockKey is the advisory lock a migration takes first, so that of
+// several instances starting at once one applies it; deriveLockKey the
+// one a commit takes before it derives rows from its events.
+const (
+	schemaLockKey = 0x6f6e6365 // "once"
+	deriveLockKey = 0x6f6e6366
+)
+
+// Commits are serialised across instances only where they must be
+// (docs/deploy.md, "Write scaling"): each takes a transaction lock per
+// execution it writes (ExecutionLocks), so the commits of one execution
+// follow one another, and stores its events in parallel with the others';
+// then it takes deriveLockKey to derive, as derivation reads across
+// executions. Sequence numbers then no longer follow commit order: the
+// live tail reads only up to TailBound.
+//
+// The advisory lock keys share one bigint space: an execution's is a hash
+// of its id below 2^62; a tail mark's has bit 62 set; the two fixed keys
+// are below 2^32.
+const tailMark = 1 << 62
 
 // IsURL reports whether a --db value names a PostgreSQL database.
 func IsURL(target string) bool {
@@ -99,16 +112,16 @@ func (e *engine) Connect(ctx context.Context) (write, read *sql.DB, err error) {
 	return write, read, nil
 }
 
-// Prepare creates the migrations table under the write lock, so that two
+// Prepare creates the migrations table under the schema lock, so that two
 // instances starting at once do not race to create it; each migration then
-// takes the same lock (store.Engine.WriteLock).
+// takes the same lock (store.Engine.SchemaLock).
 func (e *engine) Prepare(ctx context.Context, write *sql.DB) error {
 	tx, err := write.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("store: open %s: %w", e.Target(), err)
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, e.WriteLock()); err != nil {
+	if _, err := tx.ExecContext(ctx, e.SchemaLock()); err != nil {
 		return fmt.Errorf("store: open %s: %w", e.Target(), err)
 	}
 	if e.existing {
@@ -145,8 +158,9 @@ func (e *engine) Rebind(query string) string {
 	return q
 }
 
-// BeginWrite is a plain BEGIN: the advisory lock (WriteLock) that follows
-// it serialises writers.
+// BeginWrite is a plain BEGIN (READ COMMITTED): each statement sees what
+// the others committed before it, so a derivation run under DeriveLock
+// sees every commit that derived before it.
 func (e *engine) BeginWrite() string { return `BEGIN` }
 
 // ReadTx is REPEATABLE READ: one snapshot for the whole transaction.
@@ -154,8 +168,49 @@ func (e *engine) ReadTx() *sql.TxOptions {
 	return &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true}
 }
 
-func (e *engine) WriteLock() string {
-	return fmt.Sprintf("SELECT pg_advisory_xact_lock(%d)", writeLockKey)
+func (e *engine) SchemaLock() string {
+	return fmt.Sprintf("SELECT pg_advisory_xact_lock(%d)", schemaLockKey)
+}
+
+// ExecutionLocks takes the keys' locks in the order given (sorted by the
+// store), so two instances never wait on each other's; held to the end
+// of the transaction.
+func (e *engine) ExecutionLocks() string {
+	return `SELECT count(pg_advisory_xact_lock(k)) FROM unnest($1::bigint[]) WITH ORDINALITY AS u(k, i)`
+}
+
+func (e *engine) DeriveLock() string {
+	return fmt.Sprintf("SELECT pg_advisory_xact_lock(%d)", deriveLockKey)
+}
+
+// TailMark holds, until the transaction ends, a shared lock on the log's
+// newest sequence number as it is before this transaction takes any:
+// whatever it stores is numbered above it. TailBound reads the marks.
+func (e *engine) TailMark() string {
+	return fmt.Sprintf(`SELECT pg_advisory_xact_lock_shared(coalesce(pg_sequence_last_value(pg_get_serial_sequence('events', 'seq')::regclass), 0) | %d)`, int64(tailMark))
+}
+
+// TailBound is the lowest tail mark held, or, with none, the newest
+// sequence number taken. The newest is read first: a transaction marking
+// after that read numbers its events above it, and one marked before is
+// seen in pg_locks or has committed (its lock goes after its commit is
+// visible).
+func (e *engine) TailBound(ctx context.Context, read *sql.DB) (int64, bool, error) {
+	var newest int64
+	if err := read.QueryRowContext(ctx, `SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('events', 'seq')::regclass), 0)`).Scan(&newest); err != nil {
+		return 0, false, fmt.Errorf("store: tail bound: %w", err)
+	}
+	var marked sql.NullInt64
+	err := read.QueryRowContext(ctx, fmt.Sprintf(`SELECT min(((classid::bigint << 32) | objid::bigint) - %d) FROM pg_locks
+		WHERE locktype = 'advisory' AND objsubid = 1 AND classid::bigint >= %d
+		AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`, int64(tailMark), int64(tailMark>>32))).Scan(&marked)
+	if err != nil {
+		return 0, false, fmt.Errorf("store: tail bound: %w", err)
+	}
+	if marked.Valid && marked.Int64 < newest {
+		return marked.Int64, true, nil
+	}
+	return newest, true, nil
 }
 
 // Notify is delivered when, and only if, the transaction commits, in
@@ -189,6 +244,8 @@ func (e *engine) Unwritable(err error) (string, bool) {
 		return store.ReasonDiskFull, true
 	case "25006": // read_only_sql_transaction: a standby (after a failover), or default_transaction_read_only
 		return store.ReasonStandby, true
+	case "40001", "40P01": // serialization_failure, deadlock_detected: another instance's commit won
+		return store.ReasonConflict, true
 	case "58030": // io_error
 		return store.ReasonIO, true
 	}
