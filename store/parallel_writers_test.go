@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/oncetrace/oncetrace/ingest"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/store/postgres"
 	"github.com/oncetrace/oncetrace/trace"
@@ -45,7 +44,7 @@ func twoInstances(t *testing.T) (a, b *store.DB, admin *sql.DB) {
 
 func executionEvent(t *testing.T, execution, id string) trace.Event {
 	t.Helper()
-	ev, err := ingest.ParseEvent(fmt.Appendf(nil, `{"type":"execution","id":%q,"execution_id":%q,"name":%q}`, id, execution, execution), ingest.DefaultLimits)
+	ev, err := parseExecutionEvent(execution, id)
 	if err != nil {
 		t.Fatal(err)
 	}

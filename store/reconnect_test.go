@@ -171,11 +171,16 @@ func TestWriterLeavesAStandby(t *testing.T) {
 // own.
 func insertExecutionEvent(db *store.DB, execution, id string) error {
 	return db.Update(context.Background(), func(tx *store.Tx) error {
-		ev, err := ingest.ParseEvent(fmt.Appendf(nil, `{"type":"execution","id":%q,"execution_id":%q,"name":%q}`, id, execution, execution), ingest.DefaultLimits)
+		ev, err := parseExecutionEvent(execution, id)
 		if err != nil {
 			return err
 		}
 		_, err = tx.InsertEvents([]trace.Event{ev}, time.Now())
 		return err
 	})
+}
+
+// parseExecutionEvent is an execution event of id, naming execution.
+func parseExecutionEvent(execution, id string) (trace.Event, error) {
+	return ingest.ParseEvent(fmt.Appendf(nil, `{"type":"execution","id":%q,"execution_id":%q,"name":%q}`, id, execution, execution), ingest.DefaultLimits)
 }
