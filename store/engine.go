@@ -70,7 +70,7 @@ type Engine interface {
 	// serialises it across instances, each seeing all the others
 	// committed before it.
 	DeriveLock() string
-	// TailMark is run in every write transaction before it stores an
+	// TailMark is run in a write transaction before it stores its first
 	// event, after ExecutionLocks, "" for none: it
 	// tells readers that sequence numbers above the log's newest may
 	// still be taken by a transaction not yet committed (TailBound).

@@ -226,3 +226,59 @@ func TestTailStopsBeforeACommitUnderWay(t *testing.T) {
 		t.Fatalf("after both committed: got %v, want seq 2 then 3", events)
 	}
 }
+
+// TestTailMarkOutlivesARolledBackRequest: a request of a group commit
+// whose savepoint rolled back took the tail mark with it (the lock goes
+// with the savepoint); the next request's events, numbered in the same
+// open transaction, must be marked again, or a reader would pass them.
+func TestTailMarkOutlivesARolledBackRequest(t *testing.T) {
+	a, b, _ := twoInstances(t)
+	ctx := context.Background()
+	stored, release, openDone := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() {
+		openDone <- a.UpdateKeys(ctx, []string{"exec_open"}, func(tx *store.Tx) error {
+			if err := tx.Savepoint(); err != nil {
+				return err
+			}
+			if _, err := tx.InsertEvents([]trace.Event{executionEvent(t, "exec_open", "ev_rolled_back")}, time.Now()); err != nil {
+				return err
+			}
+			if err := tx.RollbackTo(); err != nil {
+				return err
+			}
+			if err := tx.Savepoint(); err != nil {
+				return err
+			}
+			if _, err := tx.InsertEvents([]trace.Event{executionEvent(t, "exec_open", "ev_kept")}, time.Now()); err != nil {
+				return err
+			}
+			if err := tx.Release(); err != nil {
+				return err
+			}
+			close(stored)
+			<-release
+			return nil
+		})
+	}()
+	<-stored
+	if err := b.UpdateKeys(ctx, []string{"exec_later"}, func(tx *store.Tx) error {
+		_, err := tx.InsertEvents([]trace.Event{executionEvent(t, "exec_later", "ev_later")}, time.Now())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if events, err := b.EventsAfter(ctx, 0, "", 100); err != nil || len(events) != 0 {
+		t.Fatalf("with the open commit's seq 2 unseen: got %d events, %v; want none (seq 3 waits for 2)", len(events), err)
+	}
+	close(release)
+	if err := <-openDone; err != nil {
+		t.Fatal(err)
+	}
+	events, err := b.EventsAfter(ctx, 0, "", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events) != 2 || events[0].Seq != 2 || events[1].Seq != 3 {
+		t.Fatalf("after both committed: got %v, want seq 2 then 3", events)
+	}
+}

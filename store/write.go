@@ -20,10 +20,13 @@ import (
 // Tx is one write transaction on the single writer connection. Its methods
 // are the building blocks of ingest's group commit.
 type Tx struct {
-	ctx       context.Context
-	db        *DB
-	lastSeq   int64  // the last event stored, for the engine's Notify
-	announced Notice // notice.go
+	ctx     context.Context
+	db      *DB
+	lastSeq int64 // the last event stored, for the engine's Notify
+	// marked: the engine's tail mark is taken (markTail), inside the
+	// open savepoint when markedInSavepoint.
+	marked, inSavepoint, markedInSavepoint bool
+	announced                              Notice // notice.go
 }
 
 // Update runs fn in one write transaction and commits it when fn returns nil.
@@ -87,11 +90,6 @@ func (db *DB) update(ctx context.Context, conn *sql.Conn, keys []string, fn func
 	if lock := db.engine.ExecutionLocks(); lock != "" && len(keys) > 0 {
 		if err := t.exec(lock, executionLockKeys(keys)); err != nil {
 			return db.noteWrite(fmt.Errorf("store: execution locks: %w", err))
-		}
-	}
-	if mark := db.engine.TailMark(); mark != "" {
-		if err := t.exec(mark); err != nil {
-			return db.noteWrite(fmt.Errorf("store: tail mark: %w", err))
 		}
 	}
 	if err := fn(t); err != nil {
@@ -170,9 +168,24 @@ func (t *Tx) LockDerivation() error {
 
 // Savepoint, Release and RollbackTo isolate one request inside a group
 // commit, so that a failing request does not take the others down.
-func (t *Tx) Savepoint() error { return t.exec(`SAVEPOINT request`) }
-func (t *Tx) Release() error   { return t.exec(`RELEASE request`) }
+//
+// A tail mark taken inside the savepoint (markTail) is the transaction's
+// once released, and gone once rolled back, as the lock is.
+func (t *Tx) Savepoint() error {
+	t.inSavepoint = true
+	return t.exec(`SAVEPOINT request`)
+}
+
+func (t *Tx) Release() error {
+	t.inSavepoint, t.markedInSavepoint = false, false
+	return t.exec(`RELEASE request`)
+}
+
 func (t *Tx) RollbackTo() error {
+	if t.markedInSavepoint {
+		t.marked = false
+	}
+	t.inSavepoint, t.markedInSavepoint = false, false
 	if err := t.exec(`ROLLBACK TO request`); err != nil {
 		return err
 	}
@@ -191,6 +204,9 @@ const maxInsertRows = 256
 // two), so that each statement's text is prepared once whatever the
 // number of events.
 func (t *Tx) InsertEvents(events []trace.Event, received time.Time) ([]int64, error) {
+	if err := t.markTail(); err != nil {
+		return nil, err
+	}
 	seqs := make([]int64, len(events))
 	stored := make(map[string]int64, len(events)) // id -> seq, for ids inserted here
 	for start := 0; start < len(events); {
@@ -214,6 +230,20 @@ func (t *Tx) InsertEvents(events []trace.Event, received time.Time) ([]int64, er
 		}
 	}
 	return seqs, nil
+}
+
+// markTail takes the engine's tail mark before the transaction's first
+// event takes a sequence number (Engine.TailMark), once.
+func (t *Tx) markTail() error {
+	mark := t.db.engine.TailMark()
+	if mark == "" || t.marked {
+		return nil
+	}
+	if err := t.exec(mark); err != nil {
+		return fmt.Errorf("store: tail mark: %w", err)
+	}
+	t.marked, t.markedInSavepoint = true, t.inSavepoint
+	return nil
 }
 
 func (t *Tx) insertChunk(events []trace.Event, received time.Time, stored map[string]int64) error {

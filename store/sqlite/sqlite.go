@@ -79,6 +79,11 @@ type engine struct {
 	cp              *checkpointer
 }
 
+// writerCacheKiB is the writer connection's page cache: the indexes
+// ingest inserts into are keyed by random ids, so SQLite's 2 MiB default
+// missed on most inserts (docs/configuration.md, "Durability").
+const writerCacheKiB = 32 << 10
+
 func (e *engine) Name() string   { return "sqlite" }
 func (e *engine) Target() string { return e.path }
 
@@ -104,7 +109,8 @@ func (e *engine) Connect(ctx context.Context) (write, read *sql.DB, err error) {
 	// database/sql ones on its pool (migrations). Its commits leave the
 	// checkpoints to the checkpointer, which closing the pool stops, but
 	// for a backstop.
-	base, err := sqlite.NewConnector(dsn + "&_pragma=" + url.QueryEscape(fmt.Sprintf("wal_autocheckpoint(%d)", e.backstopPages)) + "&_txlock=immediate")
+	base, err := sqlite.NewConnector(dsn + "&_pragma=" + url.QueryEscape(fmt.Sprintf("wal_autocheckpoint(%d)", e.backstopPages)) +
+		"&_pragma=" + url.QueryEscape(fmt.Sprintf("cache_size(%d)", -writerCacheKiB)) + "&_txlock=immediate")
 	if err != nil {
 		cp.close()
 		return nil, nil, fmt.Errorf("store: open %s: %w", e.path, err)
