@@ -56,7 +56,7 @@ func New(ctx context.Context, e Engine) (*DB, error) {
 	registerClassifier(e)
 	d := &dialect{engine: e}
 	// The engine's own statements are in its dialect already.
-	for _, q := range []string{e.BeginWrite(), e.SchemaLock(), e.ExecutionLocks(), e.DeriveLock(), e.TailMark(), e.Notify()} {
+	for _, q := range []string{e.BeginWrite(), e.SchemaLock(), e.AllExecutions(false), e.AllExecutions(true), e.ExecutionLocks(), e.DeriveLock(), e.TailMark(), e.Notify()} {
 		if q != "" {
 			d.cache.Store(q, q)
 		}

@@ -45,7 +45,7 @@ type Engine interface {
 	// Rebind turns a query written in the store's dialect into the
 	// engine's (above). It is called once per query text.
 	Rebind(query string) string
-	// BeginWrite, SchemaLock, ExecutionLocks, DeriveLock, TailMark and
+	// BeginWrite, SchemaLock, AllExecutions, ExecutionLocks, DeriveLock, TailMark and
 	// Notify are statements in the engine's own
 	// dialect, which the store runs as they are.
 	//
@@ -64,6 +64,12 @@ type Engine interface {
 	// serialises there the commits of one execution, while those of
 	// others store their events in parallel.
 	ExecutionLocks() string
+	// AllExecutions is run before ExecutionLocks, with the lock taken
+	// shared, or alone, exclusive, by a commit that writes more executions
+	// than it takes locks for (maxExecutionLocks): that commit then waits
+	// for every other and holds them all off, as the lock table is
+	// bounded. "" for none.
+	AllExecutions(exclusive bool) string
 	// DeriveLock is run before a commit derives rows from its events, ""
 	// for none: derivation reads across executions (effects joined by
 	// trace, key and time, findings between executions), so PostgreSQL

@@ -111,16 +111,24 @@ func TestCommitsOfTwoInstancesOverlap(t *testing.T) {
 
 // TestCommitsOfOneExecutionAndDerivationsAreSerial: a commit of an
 // execution another instance's open commit holds waits for it, before it
-// stores anything; and so does a derivation (Tx.LockDerivation) for the
-// other's, though their executions differ.
+// stores anything; and so do a derivation (Tx.LockDerivation) and a commit
+// of more executions than it takes locks for (20,000: one lock each would
+// overflow PostgreSQL's lock table), though their executions differ.
 func TestCommitsOfOneExecutionAndDerivationsAreSerial(t *testing.T) {
+	// More executions than a commit takes locks for: it locks them all.
+	many := make([]string, 20_000)
+	for i := range many {
+		many[i] = fmt.Sprintf("exec_many_%d", i)
+	}
 	for _, tc := range []struct {
 		name       string
 		executions [2]string
+		secondKeys []string                 // the second commit's keys, when not its execution alone
 		hold       func(tx *store.Tx) error // what the first commit holds
 	}{
-		{"same execution", [2]string{"exec_same", "exec_same"}, func(*store.Tx) error { return nil }},
-		{"derivation", [2]string{"exec_one", "exec_other"}, func(tx *store.Tx) error { return tx.LockDerivation() }},
+		{"same execution", [2]string{"exec_same", "exec_same"}, nil, func(*store.Tx) error { return nil }},
+		{"derivation", [2]string{"exec_one", "exec_other"}, nil, func(tx *store.Tx) error { return tx.LockDerivation() }},
+		{"more executions than locks", [2]string{"exec_one", "exec_many_0"}, many, func(*store.Tx) error { return nil }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a, b, admin := twoInstances(t)
@@ -143,7 +151,11 @@ func TestCommitsOfOneExecutionAndDerivationsAreSerial(t *testing.T) {
 			var committedFirst bool
 			secondDone := make(chan error, 1)
 			go func() {
-				secondDone <- b.UpdateKeys(context.Background(), []string{tc.executions[1]}, func(tx *store.Tx) error {
+				keys := tc.secondKeys
+				if keys == nil {
+					keys = []string{tc.executions[1]}
+				}
+				secondDone <- b.UpdateKeys(context.Background(), keys, func(tx *store.Tx) error {
 					if err := tx.LockDerivation(); err != nil {
 						return err
 					}

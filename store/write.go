@@ -87,10 +87,8 @@ func (db *DB) update(ctx context.Context, conn *sql.Conn, keys []string, fn func
 	// A full disk, a read-only file, an I/O error or a lost connection
 	// becomes an *UnwritableError (errors.go), and every outcome is noted
 	// for WriteHealth, whether fn or the commit met it.
-	if lock := db.engine.ExecutionLocks(); lock != "" && len(keys) > 0 {
-		if err := t.exec(lock, executionLockKeys(keys)); err != nil {
-			return db.noteWrite(fmt.Errorf("store: execution locks: %w", err))
-		}
+	if err := t.lockExecutions(keys); err != nil {
+		return db.noteWrite(err)
 	}
 	if err := fn(t); err != nil {
 		return db.noteWrite(err)
@@ -105,6 +103,35 @@ func (db *DB) update(ctx context.Context, conn *sql.Conn, keys []string, fn func
 	}
 	done = true
 	return db.noteWrite(nil)
+}
+
+// maxExecutionLocks bounds the locks one commit takes, one an execution it
+// writes: PostgreSQL's lock table holds max_locks_per_transaction (64 by
+// default) times its connections in all, and a group commit can write
+// thousands. A commit with more takes the lock on all executions instead.
+const maxExecutionLocks = 256
+
+// lockExecutions takes the engine's locks on the executions keys name
+// (Engine.ExecutionLocks, Engine.AllExecutions).
+func (t *Tx) lockExecutions(keys []string) error {
+	lock := t.db.engine.ExecutionLocks()
+	if lock == "" || len(keys) == 0 {
+		return nil
+	}
+	hashed := executionLockKeys(keys)
+	if len(hashed) > maxExecutionLocks {
+		if err := t.exec(t.db.engine.AllExecutions(true)); err != nil {
+			return fmt.Errorf("store: lock on all executions: %w", err)
+		}
+		return nil
+	}
+	if err := t.exec(t.db.engine.AllExecutions(false)); err != nil {
+		return fmt.Errorf("store: lock on all executions: %w", err)
+	}
+	if err := t.exec(lock, hashed); err != nil {
+		return fmt.Errorf("store: execution locks: %w", err)
+	}
+	return nil
 }
 
 // executionLockKeys hashes keys into [0, 2^62), sorted and each once: one

@@ -32,8 +32,9 @@ const Channel = "oncetrace_events"
 // several instances starting at once one applies it; deriveLockKey the
 // one a commit takes before it derives rows from its events.
 const (
-	schemaLockKey = 0x6f6e6365 // "once"
-	deriveLockKey = 0x6f6e6366
+	schemaLockKey        = 0x6f6e6365 // "once"
+	deriveLockKey        = 0x6f6e6366
+	allExecutionsLockKey = 0x6f6e6367
 )
 
 // Commits are serialised across instances only where they must be
@@ -177,6 +178,13 @@ func (e *engine) SchemaLock() string {
 // of the transaction.
 func (e *engine) ExecutionLocks() string {
 	return `SELECT count(pg_advisory_xact_lock(k)) FROM unnest($1::bigint[]) WITH ORDINALITY AS u(k, i)`
+}
+
+func (e *engine) AllExecutions(exclusive bool) string {
+	if exclusive {
+		return fmt.Sprintf("SELECT pg_advisory_xact_lock(%d)", allExecutionsLockKey)
+	}
+	return fmt.Sprintf("SELECT pg_advisory_xact_lock_shared(%d)", allExecutionsLockKey)
 }
 
 func (e *engine) DeriveLock() string {

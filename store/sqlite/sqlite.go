@@ -189,13 +189,16 @@ func (e *engine) BeginWrite() string { return `BEGIN IMMEDIATE` }
 // its first statement.
 func (e *engine) ReadTx() *sql.TxOptions { return nil }
 
-// SchemaLock, ExecutionLocks, DeriveLock and TailMark are nothing, and
+// SchemaLock, AllExecutions, ExecutionLocks, DeriveLock and TailMark are
+// nothing, and
 // the tail has no bound: the one writer connection, beginning IMMEDIATE,
 // serialises writers, so sequence numbers follow commit order.
 func (e *engine) SchemaLock() string     { return "" }
 func (e *engine) ExecutionLocks() string { return "" }
-func (e *engine) DeriveLock() string     { return "" }
-func (e *engine) TailMark() string       { return "" }
+
+func (e *engine) AllExecutions(bool) string { return "" }
+func (e *engine) DeriveLock() string        { return "" }
+func (e *engine) TailMark() string          { return "" }
 
 func (e *engine) TailBound(context.Context, *sql.DB) (int64, bool, error) { return 0, false, nil }
 
