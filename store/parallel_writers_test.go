@@ -51,14 +51,16 @@ func executionEvent(t *testing.T, execution, id string) trace.Event {
 	return ev
 }
 
-// waitForLockWaiter polls until some backend waits for an advisory lock:
-// the other instance's commit stands in line behind the one holding it.
+// waitForLockWaiter polls until some backend waits for an advisory lock
+// of this database (the cluster's other databases are other tests'): the
+// other instance's commit stands in line behind the one holding it.
 func waitForLockWaiter(t *testing.T, admin *sql.DB) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var waiting int
-		if err := admin.QueryRow(`SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted`).Scan(&waiting); err != nil {
+		if err := admin.QueryRow(`SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+			AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
 		if waiting > 0 {
