@@ -12,9 +12,12 @@
 // the SMTP sink received and the webhook tokens already used.
 //
 // A DB has one writer connection and a pool of readers. Writes go through
-// Update, one transaction (a Tx) that the single writer, ingest/writer,
-// drives; reads (the list, an execution, the outbox, findings, search) each
-// see one snapshot. A write the database refuses for a cause outside the
+// Update, one transaction (a Tx), or, for the group commits of
+// ingest/writer, UpdateKeys: on PostgreSQL those of different executions
+// store their events in parallel across instances and derive one after
+// the other, and readers of the log stop at a tail bound no open commit
+// can undercut (Engine.TailBound). Reads (the list, an execution, the
+// outbox, findings, search) each see one snapshot. A write the database refuses for a cause outside the
 // request (a full disk, a read-only file, a lost connection) comes back as
 // ErrUnwritable, which the server answers as retryable. Prune deletes by
 // age; on PostgreSQL, a commit's Notice tells the other instances.
