@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -73,9 +72,6 @@ var DefaultConfig = Config{
 const (
 	retryFirstWait = 50 * time.Millisecond
 	retryMaxWait   = time.Second
-	// conflictMaxWait bounds the pause before a commit that lost a
-	// conflict with another instance's runs again.
-	conflictMaxWait = 10 * time.Millisecond
 )
 
 // Committed is one event as stored: its sequence number and the event.
@@ -310,13 +306,6 @@ func (w *Writer) retry(update func() error) error {
 		ue, ok := store.Unwritable(err)
 		if !ok || !ue.Transient() || time.Now().Add(wait).After(deadline) {
 			return err
-		}
-		if ue.Reason == store.ReasonConflict {
-			// Another instance's commit won: run again at once, after a
-			// pause of a few milliseconds that keeps two losers apart.
-			time.Sleep(time.Duration(rand.Int64N(int64(conflictMaxWait))))
-			wait /= 2
-			continue
 		}
 		time.Sleep(wait)
 	}
