@@ -54,7 +54,7 @@ func New(ctx context.Context, e Engine) (*DB, error) {
 		return nil, err
 	}
 	registerClassifier(e)
-	d := &dialect{engine: e}
+	d := newDialect(e)
 	// The engine's own statements are in its dialect already.
 	for _, q := range []string{e.BeginWrite(), e.SchemaLock(), e.AllExecutions(false), e.AllExecutions(true), e.ExecutionLocks(), e.DeriveLock(), e.TailMark(), e.Notify()} {
 		if q != "" {

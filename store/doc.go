@@ -2,7 +2,8 @@
 // (one embedded file, the default) and store/postgres (shared by several
 // instances) implement Engine, which gives connections, migrations and the
 // dialect; the SQL here is hand-written once, in the subset both engines
-// share, and the engine rewrites what differs.
+// share, and what differs is a named operation each engine writes for
+// itself (a list bound as one parameter, an entity key, a vacuum ...).
 //
 // It holds the raw event log, which is the truth (export and import carry
 // it), and the rows derived from it as a cache: executions, steps,

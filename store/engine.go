@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"net"
+	"strings"
 	"sync"
 	"time"
 )
@@ -16,18 +17,18 @@ import (
 // migrations and its SQL dialect; store/sqlite and store/postgres
 // implement it. The store's SQL is written once, in the SQL both engines
 // share (ON CONFLICT DO NOTHING, coalesce, ||), and what differs is a
-// named operation each engine writes for itself (EntityKeySQL, Vacuum,
-// PageBytes, Sizes, BeginWrite, ExecutionLocks, DeriveLock, TailMark, Notify ...), never a switch on
-// the engine's name outside the engines.
+// named operation each engine writes for itself (ListSQL, PairsSQL,
+// EntityKeySQL, Vacuum, PageBytes, Sizes, BeginWrite, ExecutionLocks,
+// DeriveLock, TailMark, Notify ...), never a switch on the engine's name
+// outside the engines.
 //
-// Rebind still does two things to a query: it numbers SQLite's ?
-// placeholders ($1, $2, ... on PostgreSQL), outside string literals and
-// comments; and it turns the JSON list parameter, json_each(?) and
-// json_extract(x, '$[N]') over its elements, into PostgreSQL's
-// json_array_elements_text. PostgreSQL's refuses, by panicking with the
-// reason, any other SQLite form (INSERT OR IGNORE, char(N), ifnull, ...);
-// the store's suite prepares every query on PostgreSQL
-// (queries_test.go), so a refused or broken query fails it by name.
+// Rebind only numbers SQLite's ? placeholders ($1, $2, ... on
+// PostgreSQL), outside string literals and comments. PostgreSQL's
+// refuses, by panicking with the reason, any SQLite form (INSERT OR
+// IGNORE, char(N), ifnull, json_each, ...), naming the shared form or the
+// operation to write instead; the store's suite prepares every query on
+// PostgreSQL (queries_test.go), so a refused or broken query fails it by
+// name.
 type Engine interface {
 	// Name is "sqlite" or "postgres".
 	Name() string
@@ -45,6 +46,17 @@ type Engine interface {
 	// Rebind turns a query written in the store's dialect into the
 	// engine's (above). It is called once per query text.
 	Rebind(query string) string
+	// ListSQL and PairsSQL are the JSON list parameter: a list bound as
+	// one parameter, a JSON array of strings (jsonList) or of [a, b] pairs
+	// of strings (jsonPairs), so that a query's text stays the same
+	// whatever the list's length and is prepared once. Each is a
+	// parenthesised subquery holding the one placeholder: ListSQL's rows
+	// are the elements, as text, in a column value; PairsSQL's the pairs,
+	// as text, in columns a and b. A query says `x IN list`, `(x, y) IN
+	// pairs` or `FROM list AS alias`; the store writes them listParam and
+	// pairsParam (run.go), which its dialect replaces with these.
+	ListSQL() string
+	PairsSQL() string
 	// BeginWrite, SchemaLock, AllExecutions, ExecutionLocks, DeriveLock, TailMark and
 	// Notify are statements in the engine's own
 	// dialect, which the store runs as they are.
@@ -164,26 +176,35 @@ func classify(err error) (string, bool) {
 	return "", false
 }
 
-// dialect rebinds queries once per text.
+// dialect rebinds queries once per text, after writing the engine's
+// operations into them (operations).
 type dialect struct {
-	engine Engine
-	cache  sync.Map // query -> rebound query
+	engine     Engine
+	operations *strings.Replacer
+	cache      sync.Map // query -> rebound query
+}
+
+func newDialect(e Engine) *dialect {
+	return &dialect{engine: e, operations: strings.NewReplacer(listParam, e.ListSQL(), pairsParam, e.PairsSQL())}
 }
 
 // testHookRebind, set by the store's tests before any database opens, sees
-// every query text the store runs, as written, the first time a database
-// runs it: every query passes through rebind, so the tests can prepare all
-// of them on PostgreSQL (queries_test.go).
+// every query text the store runs, with the engine's operations written in
+// and before Rebind, the first time a database runs it: every query passes
+// through rebind, so the tests can plan all of them on SQLite
+// (indexes_test.go) and prepare all of them on PostgreSQL
+// (queries_test.go).
 var testHookRebind func(query string)
 
 func (d *dialect) rebind(query string) string {
 	if q, ok := d.cache.Load(query); ok {
 		return q.(string)
 	}
+	written := d.operations.Replace(query)
 	if testHookRebind != nil {
-		testHookRebind(query)
+		testHookRebind(written)
 	}
-	q := d.engine.Rebind(query)
+	q := d.engine.Rebind(written)
 	d.cache.Store(query, q)
 	return q
 }

@@ -51,10 +51,14 @@ func SetWriterBusyTimeout(db *DB, ms int) error {
 	return err
 }
 
-// RecordQueries makes record see every query text the store runs, as
-// written, the first time each database runs it. TestMain sets it before
-// any database opens.
+// RecordQueries makes record see every query text the store runs, with
+// the engine's operations written in (Written), the first time each
+// database runs it. TestMain sets it before any database opens.
 func RecordQueries(record func(query string)) { testHookRebind = record }
 
+// Written is a query of the store with db's engine's operations written in
+// (listParam, pairsParam), as the engine's Rebind takes it.
+func Written(db *DB, query string) string { return db.d.operations.Replace(query) }
+
 // Rebind is a query of the store as db's engine runs it.
-func Rebind(db *DB, query string) string { return db.engine.Rebind(query) }
+func Rebind(db *DB, query string) string { return db.engine.Rebind(Written(db, query)) }

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/store/sqlite"
 )
 
@@ -27,7 +28,8 @@ import (
 // by name, unless it is a UNIQUE or PRIMARY KEY constraint listed in
 // constraints with what it enforces. The PostgreSQL run checks that its
 // schema has no index the SQLite schema does not (checkPostgresIndexes):
-// the queries are the same text, so the SQLite plans answer for both.
+// the queries are the same text but for the engines' operations (a list
+// parameter, an entity key), so the SQLite plans answer for both.
 //
 // The plans are the store's own: it never runs ANALYZE (nor PRAGMA
 // optimize, which may run it), so SQLite plans without statistics, from
@@ -86,14 +88,15 @@ func checkIndexesOf(recorded []string) int {
 // one line each; verbose (ONCETRACE_INDEX_REPORT set) prints each index
 // with the queries reading it.
 func checkIndexes(recorded []string, verbose bool) []string {
-	return append(staticPlans(), withSQLiteSchema(func(conn *sql.Conn) []string {
-		return planEvery(conn, recorded, verbose)
+	return append(staticPlans(), withSQLiteSchema(func(conn *sql.Conn, written func(string) string) []string {
+		return planEvery(conn, recorded, verbose, written)
 	})...)
 }
 
 // withSQLiteSchema runs fn on a connection to a fresh database of the
-// store's SQLite schema.
-func withSQLiteSchema(fn func(*sql.Conn) []string) []string {
+// store's SQLite schema, with written, which writes SQLite's operations
+// into a query of the store's source (store.Written).
+func withSQLiteSchema(fn func(conn *sql.Conn, written func(string) string) []string) []string {
 	dir, err := os.MkdirTemp("", "oncetrace-indexes")
 	if err != nil {
 		return []string{err.Error()}
@@ -118,13 +121,13 @@ func withSQLiteSchema(fn func(*sql.Conn) []string) []string {
 		return []string{err.Error()}
 	}
 	defer conn.Close()
-	return fn(conn)
+	return fn(conn, func(q string) string { return store.Written(db, q) })
 }
 
 // planEvery maps every index of the schema to the queries whose plans read
 // it and returns a line for each index that is neither read nor a
 // constraint listed in constraints.
-func planEvery(conn *sql.Conn, recorded []string, verbose bool) []string {
+func planEvery(conn *sql.Conn, recorded []string, verbose bool, written func(string) string) []string {
 	ctx := context.Background()
 	var failed []string
 	indexes, err := sqliteIndexes(ctx, conn)
@@ -134,6 +137,9 @@ func planEvery(conn *sql.Conn, recorded []string, verbose bool) []string {
 	constant, err := constantQueries()
 	if err != nil {
 		return append(failed, err.Error())
+	}
+	for i, q := range constant {
+		constant[i] = written(q) // as the dialect gives it to SQLite
 	}
 	readers := map[string][]string{} // index -> the queries whose plan reads it
 	for i, q := range append(slices.Clone(recorded), constant...) {
@@ -256,7 +262,7 @@ func constantQueries() ([]string, error) {
 			}
 			if _, isAdd := e.(*ast.BinaryExpr); isAdd {
 				// Every operand, however deep: a prefix such as `...
-				// IN `+inList of `...`+inList+` AND `+keyed may itself
+				// IN `+listParam of `...`+listParam+` AND `+keyed may itself
 				// prepare, and would be planned as if it were a query.
 				ast.Inspect(e, func(n ast.Node) bool {
 					if o, ok := n.(ast.Expr); ok && o != e {
@@ -282,7 +288,7 @@ var queryStart = regexp.MustCompile(`^\s*(SELECT|INSERT|UPDATE|DELETE|WITH)\b`)
 // plans checkIndexes reads for both engines.
 func checkPostgresIndexes(ctx context.Context, conn *sql.Conn) []string {
 	var sqliteNames []string
-	if failed := withSQLiteSchema(func(conn *sql.Conn) []string {
+	if failed := withSQLiteSchema(func(conn *sql.Conn, _ func(string) string) []string {
 		indexes, err := sqliteIndexes(ctx, conn)
 		if err != nil {
 			return []string{err.Error()}

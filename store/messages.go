@@ -99,8 +99,8 @@ func (db *DB) MessagesKept(ctx context.Context, refs []trace.EffectRef) (map[tra
 		pairs[i] = [2]string{r.Provider, r.ID}
 	}
 	list, _ := json.Marshal(pairs)
-	rows, err := db.read.QueryContext(ctx, `SELECT m.provider, m.effect_id FROM json_each(?) j
-		JOIN messages m ON m.provider = json_extract(j.value, '$[0]') AND m.effect_id = json_extract(j.value, '$[1]')`, string(list))
+	rows, err := db.read.QueryContext(ctx, `SELECT m.provider, m.effect_id FROM `+pairsParam+` AS pair
+		JOIN messages m ON m.provider = pair.a AND m.effect_id = pair.b`, string(list))
 	if err != nil {
 		return nil, fmt.Errorf("store: messages kept: %w", err)
 	}

@@ -268,18 +268,18 @@ func (p *pruner) executions(ctx context.Context) error {
 // effects that belonged to them alone. It returns the rows deleted.
 func (t *Tx) deleteExecutions(ids []string, res *PruneResult) (int64, error) {
 	list := jsonList(ids)
-	keys, err := t.strings(`SELECT DISTINCT idempotency_key FROM attempts WHERE execution_id IN `+inList+` AND idempotency_key != ''`, list)
+	keys, err := t.strings(`SELECT DISTINCT idempotency_key FROM attempts WHERE execution_id IN `+listParam+` AND idempotency_key != ''`, list)
 	if err != nil {
 		return 0, err
 	}
 	// Their traces: an execution named after its trace id is one too.
-	traces, err := t.strings(`SELECT value FROM json_each(?)
-		UNION SELECT trace_id FROM attempts WHERE execution_id IN `+inList+` AND trace_id != ''
-		UNION SELECT trace_id FROM spans WHERE execution_id IN `+inList, list, list, list)
+	traces, err := t.strings(`SELECT value FROM `+listParam+` AS list
+		UNION SELECT trace_id FROM attempts WHERE execution_id IN `+listParam+` AND trace_id != ''
+		UNION SELECT trace_id FROM spans WHERE execution_id IN `+listParam, list, list, list)
 	if err != nil {
 		return 0, err
 	}
-	effects, err := t.effectKeys(`SELECT provider, effect_id, idempotency_key FROM effects WHERE execution_id IN `+inList, list)
+	effects, err := t.effectKeys(`SELECT provider, effect_id, idempotency_key FROM effects WHERE execution_id IN `+listParam, list)
 	if err != nil {
 		return 0, err
 	}
@@ -299,27 +299,27 @@ func (t *Tx) deleteExecutions(ids []string, res *PruneResult) (int64, error) {
 	}
 	// The raw log first: every event naming them, and every event of
 	// their spans (an export without the span's ancestors names the trace).
-	n, err := del(`DELETE FROM events WHERE execution_id IN `+inList, list)
+	n, err := del(`DELETE FROM events WHERE execution_id IN `+listParam, list)
 	if err != nil {
 		return rows, err
 	}
 	res.Events += n
-	n, err = del(`DELETE FROM events WHERE entity IN (SELECT `+t.entitySQL("'s'", "trace_id", "span_id")+` FROM spans WHERE execution_id IN `+inList+`)`, list)
+	n, err = del(`DELETE FROM events WHERE entity IN (SELECT `+t.entitySQL("'s'", "trace_id", "span_id")+` FROM spans WHERE execution_id IN `+listParam+`)`, list)
 	if err != nil {
 		return rows, err
 	}
 	res.Events += n
 	for _, table := range []string{"spans", "attempts", "steps", "findings", "search_terms"} {
-		if _, err := del(`DELETE FROM `+table+` WHERE execution_id IN `+inList, list); err != nil {
+		if _, err := del(`DELETE FROM `+table+` WHERE execution_id IN `+listParam, list); err != nil {
 			return rows, err
 		}
 	}
-	n, err = del(`DELETE FROM executions WHERE execution_id IN `+inList, list)
+	n, err = del(`DELETE FROM executions WHERE execution_id IN `+listParam, list)
 	if err != nil {
 		return rows, err
 	}
 	res.Executions += n
-	if err := t.exec(`DELETE FROM prune_pending WHERE kind = 'execution' AND value IN `+inList, list); err != nil {
+	if err := t.exec(`DELETE FROM prune_pending WHERE kind = 'execution' AND value IN `+listParam, list); err != nil {
 		return rows, err
 	}
 	// Effects joined by trace context alone belong to their trace's
@@ -328,7 +328,7 @@ func (t *Tx) deleteExecutions(ids []string, res *PruneResult) (int64, error) {
 	// index of every effect that names no execution, which SQLite would
 	// pick for the plain column.)
 	joined, err := t.effectKeys(`SELECT provider, effect_id, idempotency_key FROM effects f
-		WHERE f.execution_id || '' = '' AND f.trace_id IN `+inList+`
+		WHERE f.execution_id || '' = '' AND f.trace_id IN `+listParam+`
 		AND NOT EXISTS (SELECT 1 FROM attempts WHERE trace_id = f.trace_id)
 		AND NOT EXISTS (SELECT 1 FROM spans WHERE trace_id = f.trace_id)
 		AND NOT EXISTS (SELECT 1 FROM executions WHERE execution_id = f.trace_id)`, jsonList(traces))
@@ -349,10 +349,10 @@ func (t *Tx) deleteExecutions(ids []string, res *PruneResult) (int64, error) {
 			keys = append(keys, f.key)
 		}
 	}
-	if err := t.exec(`INSERT INTO prune_pending (kind, value) SELECT 'key', value FROM json_each(?) WHERE true ON CONFLICT DO NOTHING`, jsonList(keys)); err != nil {
+	if err := t.exec(`INSERT INTO prune_pending (kind, value) SELECT 'key', value FROM `+listParam+` AS list WHERE true ON CONFLICT DO NOTHING`, jsonList(keys)); err != nil {
 		return rows, err
 	}
-	if err := t.exec(`INSERT INTO prune_pending (kind, value) SELECT 'trace', value FROM json_each(?) WHERE true ON CONFLICT DO NOTHING`, jsonList(traces)); err != nil {
+	if err := t.exec(`INSERT INTO prune_pending (kind, value) SELECT 'trace', value FROM `+listParam+` AS list WHERE true ON CONFLICT DO NOTHING`, jsonList(traces)); err != nil {
 		return rows, err
 	}
 	return rows, nil
@@ -391,18 +391,18 @@ func (t *Tx) deleteEffects(effects []effectKey, res *PruneResult) (int64, error)
 	if err != nil {
 		return 0, err
 	}
-	// The effects as (provider, effect_id) rows; an effect's raw events are
-	// those of its entity, "e" NUL provider NUL effect_id (trace.Event.Entity).
-	const refs = `(SELECT json_extract(value, '$[0]') AS p, json_extract(value, '$[1]') AS id FROM json_each(?)) AS refs`
+	// The effects are (provider, effect_id) pairs (pairsParam); an effect's
+	// raw events are those of its entity, "e" NUL provider NUL effect_id
+	// (trace.Event.Entity).
 	var rows int64
 	for _, q := range []struct {
 		query string
 		count *int64
 	}{
-		{`DELETE FROM events WHERE entity IN (SELECT ` + t.entitySQL("'e'", "p", "id") + ` FROM ` + refs + `)`, &res.Events},
-		{`DELETE FROM findings WHERE source = 'effect' AND (effect_provider, effect_id) IN (SELECT p, id FROM ` + refs + `)`, nil},
-		{`DELETE FROM messages WHERE (provider, effect_id) IN (SELECT p, id FROM ` + refs + `)`, nil},
-		{`DELETE FROM effects WHERE (provider, effect_id) IN (SELECT p, id FROM ` + refs + `)`, &res.Effects},
+		{`DELETE FROM events WHERE entity IN (SELECT ` + t.entitySQL("'e'", "a", "b") + ` FROM ` + pairsParam + ` AS refs)`, &res.Events},
+		{`DELETE FROM findings WHERE source = 'effect' AND (effect_provider, effect_id) IN ` + pairsParam, nil},
+		{`DELETE FROM messages WHERE (provider, effect_id) IN ` + pairsParam, nil},
+		{`DELETE FROM effects WHERE (provider, effect_id) IN ` + pairsParam, &res.Effects},
 	} {
 		s, err := t.stmt(q.query)
 		if err != nil {
@@ -470,10 +470,10 @@ func (p *pruner) reaudit(ctx context.Context) error {
 					}
 					p.res.Reaudited += int64(len(values))
 				}
-				if err := t.exec(`INSERT INTO prune_pending (kind, value) SELECT 'execution', value FROM json_each(?) WHERE true ON CONFLICT DO NOTHING`, jsonList(queue)); err != nil {
+				if err := t.exec(`INSERT INTO prune_pending (kind, value) SELECT 'execution', value FROM `+listParam+` AS list WHERE true ON CONFLICT DO NOTHING`, jsonList(queue)); err != nil {
 					return 0, 0, err
 				}
-				if err := t.exec(`DELETE FROM prune_pending WHERE kind = ? AND value IN `+inList, kind, jsonList(values)); err != nil {
+				if err := t.exec(`DELETE FROM prune_pending WHERE kind = ? AND value IN `+listParam, kind, jsonList(values)); err != nil {
 					return 0, 0, err
 				}
 				return len(values), 0, nil

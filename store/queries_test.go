@@ -32,7 +32,7 @@ import (
 // is; so a query added later without a test that runs it, or that
 // bypasses the dialect, fails the suite by name.
 
-// queries is every query text the store ran on PostgreSQL, as written,
+// queries is every query text the store ran on PostgreSQL (store.Written),
 // and apart every one it ran on SQLite (indexes_test.go plans those): the
 // store writes some differently for each engine (the engines' named
 // operations), so those of the SQLite run are not PostgreSQL's.

@@ -520,8 +520,8 @@ func effectStates(ctx context.Context, q querier, refs []trace.EffectRef) (map[t
 	}
 	// The refs are one JSON argument of [provider, id] pairs, so the text
 	// stays the same for any number; each pair is a primary key lookup.
-	rows, err := q.QueryContext(ctx, `SELECT e.provider, e.effect_id, e.state FROM json_each(?) AS ref
-		JOIN effects AS e ON e.provider = json_extract(ref.value, '$[0]') AND e.effect_id = json_extract(ref.value, '$[1]')`, string(list))
+	rows, err := q.QueryContext(ctx, `SELECT e.provider, e.effect_id, e.state FROM `+pairsParam+` AS ref
+		JOIN effects AS e ON e.provider = ref.a AND e.effect_id = ref.b`, string(list))
 	if err != nil {
 		return nil, fmt.Errorf("store: effect states: %w", err)
 	}

@@ -147,7 +147,7 @@ func loadExecutionRows(ctx context.Context, q querier, ids []string, fed map[str
 	if len(ids) == 0 {
 		return runs, nil
 	}
-	rows, err := q.QueryContext(ctx, `SELECT `+executionColumns+` FROM executions WHERE execution_id IN `+inList, jsonList(ids))
+	rows, err := q.QueryContext(ctx, `SELECT `+executionColumns+` FROM executions WHERE execution_id IN `+listParam, jsonList(ids))
 	if err != nil {
 		return nil, fmt.Errorf("store: load executions: %w", err)
 	}
@@ -170,7 +170,7 @@ func loadExecutionRows(ctx context.Context, q querier, ids []string, fed map[str
 // order of ORDER BY execution_id, step_id, attempt, and by execution,
 // each run's a part of all, not a copy.
 func loadRunAttempts(ctx context.Context, q querier, found []string) ([]trace.Attempt, map[string][]trace.Attempt, error) {
-	rows, err := q.QueryContext(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE execution_id IN `+inList+` ORDER BY execution_id, step_id, attempt`, jsonList(found))
+	rows, err := q.QueryContext(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE execution_id IN `+listParam+` ORDER BY execution_id, step_id, attempt`, jsonList(found))
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: load attempts: %w", err)
 	}
@@ -192,7 +192,7 @@ func loadRunAttempts(ctx context.Context, q querier, found []string) ([]trace.At
 
 // loadRunSpans reads the executions' spans, by execution.
 func loadRunSpans(ctx context.Context, q querier, found []string) (map[string][]trace.Span, error) {
-	rows, err := q.QueryContext(ctx, `SELECT `+spanColumns+` FROM spans WHERE execution_id IN `+inList+` ORDER BY started_at NULLS FIRST, span_id`, jsonList(found))
+	rows, err := q.QueryContext(ctx, `SELECT `+spanColumns+` FROM spans WHERE execution_id IN `+listParam+` ORDER BY started_at NULLS FIRST, span_id`, jsonList(found))
 	if err != nil {
 		return nil, fmt.Errorf("store: load spans: %w", err)
 	}
@@ -236,10 +236,10 @@ func newRunTerms(found []string, attempts map[string][]trace.Attempt, spans map[
 // naming one, carrying a key one sent, of one of their traces, or joined
 // to one from a stray trace. Each run then keeps its own (assembleRun).
 func loadRunEffects(ctx context.Context, q querier, found []string, terms runTerms) ([]trace.Effect, error) {
-	rows, err := q.QueryContext(ctx, `SELECT `+effectColumns+` FROM effects WHERE execution_id IN `+inList+`
-		UNION SELECT `+effectColumns+` FROM effects WHERE idempotency_key IN `+inList+`
-		UNION SELECT `+effectColumns+` FROM effects WHERE trace_id IN `+inList+`
-		UNION SELECT `+effectColumns+` FROM effects WHERE joined_execution_id IN `+inList+` AND joined_execution_id != ''
+	rows, err := q.QueryContext(ctx, `SELECT `+effectColumns+` FROM effects WHERE execution_id IN `+listParam+`
+		UNION SELECT `+effectColumns+` FROM effects WHERE idempotency_key IN `+listParam+`
+		UNION SELECT `+effectColumns+` FROM effects WHERE trace_id IN `+listParam+`
+		UNION SELECT `+effectColumns+` FROM effects WHERE joined_execution_id IN `+listParam+` AND joined_execution_id != ''
 		ORDER BY at NULLS FIRST, provider, effect_id`,
 		jsonList(found), jsonList(terms.allKeys), jsonList(terms.allTraces), jsonList(found))
 	if err != nil {
@@ -261,7 +261,7 @@ func loadRunPeers(ctx context.Context, q querier, found []string, terms runTerms
 		return nil, nil
 	}
 	rows, err := q.QueryContext(ctx, `SELECT `+attemptColumns+` FROM attempts
-		WHERE idempotency_key IN `+inList+` AND `+keyed+` AND execution_id NOT IN `+inList+` ORDER BY execution_id, step_id, attempt`,
+		WHERE idempotency_key IN `+listParam+` AND `+keyed+` AND execution_id NOT IN `+listParam+` ORDER BY execution_id, step_id, attempt`,
 		jsonList(terms.allKeys), jsonList(found))
 	if err != nil {
 		return nil, fmt.Errorf("store: load key peers: %w", err)
@@ -435,10 +435,19 @@ func attemptKeys(attempts []trace.Attempt) []string {
 // condition itself. The empty key is no key: it finds no attempt.
 const keyed = `idempotency_key != ''`
 
-// inList matches a column against a list given as one JSON array argument
-// (jsonList): the query's text stays the same whatever the list's length,
-// so it is prepared once.
-const inList = `(SELECT value FROM json_each(?))`
+// listParam and pairsParam are where a query takes a list as one
+// parameter, a JSON array: of strings (jsonList), as a subquery of the
+// strings in a column value; of [a, b] pairs of strings (jsonPairs), as a
+// subquery of the pairs in columns a and b. The query's text stays the
+// same whatever the list's length, so it is prepared once. They are
+// written `x IN `+listParam, `(x, y) IN `+pairsParam or `FROM `+listParam+`
+// AS alias`; the dialect replaces each with the engine's SQL
+// (Engine.ListSQL, Engine.PairsSQL) once per query text. Braces are no SQL
+// of either engine, so a query that bypassed the dialect fails to parse.
+const (
+	listParam  = `{list}`
+	pairsParam = `{pairs}`
+)
 
 func jsonList(ss []string) string {
 	if ss == nil {

@@ -110,7 +110,7 @@ func (ts termSet) addWhole(v string) {
 	}
 }
 
-// list returns the terms as one JSON array, for json_each.
+// list returns the terms as one JSON array, for listParam.
 func (ts termSet) list() string {
 	out := make([]string, 0, len(ts))
 	for t := range ts {
@@ -171,7 +171,7 @@ func (t *Tx) indexTerms(executionID string, ts termSet) error {
 	if len(ts) == 0 {
 		return nil
 	}
-	err := t.exec(`INSERT INTO search_terms (term, execution_id) SELECT value, ? FROM json_each(?) WHERE true ON CONFLICT DO NOTHING`, executionID, ts.list())
+	err := t.exec(`INSERT INTO search_terms (term, execution_id) SELECT value, ? FROM `+listParam+` AS list WHERE true ON CONFLICT DO NOTHING`, executionID, ts.list())
 	if err != nil {
 		return fmt.Errorf("store: index search terms of %s: %w", executionID, err)
 	}

@@ -89,7 +89,7 @@ func (t *Tx) strayCandidateEffects(c StrayCandidates) ([]trace.Effect, []string,
 	}
 	traceSet := setOf(c.LoneTraces)
 	if len(c.EffectTraces) > 0 {
-		lone, err := t.strings(`SELECT DISTINCT trace_id FROM spans WHERE trace_id IN `+inList+` AND role = 'http' AND parent_span_id = ''`,
+		lone, err := t.strings(`SELECT DISTINCT trace_id FROM spans WHERE trace_id IN `+listParam+` AND role = 'http' AND parent_span_id = ''`,
 			jsonList(c.EffectTraces))
 		if err != nil {
 			return nil, nil, fmt.Errorf("store: effects' lone HTTP spans: %w", err)
@@ -97,7 +97,7 @@ func (t *Tx) strayCandidateEffects(c StrayCandidates) ([]trace.Effect, []string,
 		addAll(traceSet, lone)
 	}
 	if len(c.Traces) > 0 {
-		strayBefore, err := t.strings(`SELECT DISTINCT trace_id FROM effects WHERE trace_id IN `+inList+` AND stray = 1`, jsonList(c.Traces))
+		strayBefore, err := t.strings(`SELECT DISTINCT trace_id FROM effects WHERE trace_id IN `+listParam+` AND stray = 1`, jsonList(c.Traces))
 		if err != nil {
 			return nil, nil, fmt.Errorf("store: stray effects' traces: %w", err)
 		}
@@ -106,7 +106,7 @@ func (t *Tx) strayCandidateEffects(c StrayCandidates) ([]trace.Effect, []string,
 	if len(traceSet) == 0 && from.IsZero() {
 		return nil, nil, nil
 	}
-	query := `SELECT ` + effectColumns + ` FROM effects WHERE trace_id IN ` + inList
+	query := `SELECT ` + effectColumns + ` FROM effects WHERE trace_id IN ` + listParam
 	args := []any{jsonList(sortedSet(traceSet))}
 	if !from.IsZero() {
 		query += ` UNION SELECT ` + effectColumns + ` FROM effects WHERE stray = 1 AND sort_at BETWEEN ? AND ?`
@@ -247,7 +247,7 @@ func (t *Tx) flightWindow(steps []StepRef, starts []time.Time) (from, to time.Ti
 		// Without a stray effect anywhere there is nothing to look for
 		// (one index lookup).
 		err := t.QueryRowContext(t.ctx, `SELECT min(started_at), max(started_at) FROM attempts
-			WHERE (execution_id, step_id) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))
+			WHERE (execution_id, step_id) IN `+pairsParam+`
 			AND EXISTS (SELECT 1 FROM effects WHERE stray = 1)`,
 			jsonPairs(pairs)).Scan(&first, &last)
 		if err != nil {
@@ -301,7 +301,7 @@ func (t *Tx) strayTraces(traces []string) (map[string]bool, error) {
 	if len(spans) == 0 {
 		return map[string]bool{}, nil
 	}
-	rows, err := t.QueryContext(t.ctx, `SELECT `+executionColumns+` FROM executions WHERE execution_id IN `+inList, jsonList(traces))
+	rows, err := t.QueryContext(t.ctx, `SELECT `+executionColumns+` FROM executions WHERE execution_id IN `+listParam, jsonList(traces))
 	if err != nil {
 		return nil, fmt.Errorf("store: stray traces' executions: %w", err)
 	}

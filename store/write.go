@@ -149,7 +149,7 @@ func executionLockKeys(keys []string) []int64 {
 
 // stmt returns the writer's prepared statement for query. Every query of a
 // Tx goes through it, so its text must not vary with its arguments (lists
-// go in as one JSON array, see inList).
+// go in as one JSON array, see listParam).
 func (t *Tx) stmt(query string) (*sql.Stmt, error) {
 	return t.db.writerStmt(t.ctx, query)
 }
@@ -346,7 +346,7 @@ func (t *Tx) EntityEventCounts(entities []string) (map[string]int, error) {
 		keys[i] = t.db.entityKey(e)
 		byKey[keys[i]] = e
 	}
-	rows, err := t.QueryContext(t.ctx, `SELECT entity, count(*) FROM events WHERE entity IN `+inList+` GROUP BY entity`, jsonList(keys))
+	rows, err := t.QueryContext(t.ctx, `SELECT entity, count(*) FROM events WHERE entity IN `+listParam+` GROUP BY entity`, jsonList(keys))
 	if err != nil {
 		return nil, fmt.Errorf("store: entity event counts: %w", err)
 	}
@@ -375,7 +375,7 @@ func (t *Tx) EntitiesEvents(entities []string) (map[string][]StoredBody, error) 
 		keys[i] = t.db.entityKey(e)
 		byKey[keys[i]] = e
 	}
-	rows, err := t.QueryContext(t.ctx, `SELECT entity, id, body FROM events WHERE entity IN `+inList, jsonList(keys))
+	rows, err := t.QueryContext(t.ctx, `SELECT entity, id, body FROM events WHERE entity IN `+listParam, jsonList(keys))
 	if err != nil {
 		return nil, fmt.Errorf("store: entity events: %w", err)
 	}
@@ -528,7 +528,7 @@ func (t *Tx) StepsWithAttempts(steps []StepRef) (map[StepRef]bool, error) {
 		pairs[i] = [2]string{s.ExecutionID, s.StepID}
 	}
 	rows, err := t.QueryContext(t.ctx, `SELECT DISTINCT execution_id, step_id FROM attempts
-		WHERE (execution_id, step_id) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`, jsonPairs(pairs))
+		WHERE (execution_id, step_id) IN `+pairsParam, jsonPairs(pairs))
 	if err != nil {
 		return nil, fmt.Errorf("store: steps with attempts: %w", err)
 	}
@@ -672,8 +672,8 @@ func (t *Tx) ExecutionsOfTraces(traces []string) ([]string, error) {
 	if len(traces) == 0 {
 		return nil, nil
 	}
-	return t.strings(`SELECT execution_id FROM attempts WHERE trace_id IN `+inList+`
-		UNION SELECT execution_id FROM spans WHERE trace_id IN `+inList, jsonList(traces), jsonList(traces))
+	return t.strings(`SELECT execution_id FROM attempts WHERE trace_id IN `+listParam+`
+		UNION SELECT execution_id FROM spans WHERE trace_id IN `+listParam, jsonList(traces), jsonList(traces))
 }
 
 // ExecutionsByTrace returns, for each of the traces that has any, the
@@ -684,8 +684,8 @@ func (t *Tx) ExecutionsByTrace(traces []string) (map[string][]string, error) {
 	if len(traces) == 0 {
 		return out, nil
 	}
-	rows, err := t.QueryContext(t.ctx, `SELECT trace_id, execution_id FROM attempts WHERE trace_id IN `+inList+`
-		UNION SELECT trace_id, execution_id FROM spans WHERE trace_id IN `+inList+`
+	rows, err := t.QueryContext(t.ctx, `SELECT trace_id, execution_id FROM attempts WHERE trace_id IN `+listParam+`
+		UNION SELECT trace_id, execution_id FROM spans WHERE trace_id IN `+listParam+`
 		ORDER BY 1, 2`, jsonList(traces), jsonList(traces))
 	if err != nil {
 		return nil, fmt.Errorf("store: executions of traces: %w", err)
@@ -767,7 +767,7 @@ func (t *Tx) ExecutionsWithKeys(keys []string) ([]string, error) {
 	if len(keys) == 0 {
 		return nil, nil
 	}
-	return t.strings(`SELECT DISTINCT execution_id FROM attempts WHERE idempotency_key IN `+inList+` AND `+keyed, jsonList(keys))
+	return t.strings(`SELECT DISTINCT execution_id FROM attempts WHERE idempotency_key IN `+listParam+` AND `+keyed, jsonList(keys))
 }
 
 // ExecutionsWritingTo returns the executions with an attempt naming one of
@@ -778,7 +778,7 @@ func (t *Tx) ExecutionsWritingTo(providers []string) ([]string, error) {
 	if len(providers) == 0 {
 		return nil, nil
 	}
-	return t.strings(`SELECT DISTINCT execution_id FROM attempts WHERE provider IN `+inList, jsonList(providers))
+	return t.strings(`SELECT DISTINCT execution_id FROM attempts WHERE provider IN `+listParam, jsonList(providers))
 }
 
 func (t *Tx) strings(query string, args ...any) ([]string, error) {
@@ -845,10 +845,10 @@ func (t *Tx) orphanCandidates(effects []trace.EffectRef, keys []string, steps []
 		stepPairs = append(stepPairs, [2]string{s.ExecutionID, s.StepID})
 	}
 	rows, err := t.QueryContext(t.ctx, `SELECT `+effectColumns+` FROM effects
-		WHERE (provider, effect_id) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))
-		UNION SELECT `+effectColumns+` FROM effects WHERE idempotency_key IN `+inList+`
+		WHERE (provider, effect_id) IN `+pairsParam+`
+		UNION SELECT `+effectColumns+` FROM effects WHERE idempotency_key IN `+listParam+`
 		UNION SELECT `+effectColumns+` FROM effects
-		WHERE (execution_id, step_id) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`,
+		WHERE (execution_id, step_id) IN `+pairsParam,
 		jsonPairs(effectRefPairs(effects)), jsonList(keys), jsonPairs(stepPairs))
 	if err != nil {
 		return nil, fmt.Errorf("store: orphan candidates: %w", err)
@@ -865,8 +865,8 @@ func (t *Tx) orphanCandidates(effects []trace.EffectRef, keys []string, steps []
 	// provider would lead SQLite, which has no statistics, to the primary
 	// key's range of every effect of the provider instead.
 	rows, err = t.QueryContext(t.ctx, `SELECT `+effectColumns+` FROM effects
-			WHERE fingerprint != '' AND fingerprint IN (SELECT json_extract(value, '$[1]') FROM json_each(?))
-			AND (provider || '', fingerprint) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`,
+			WHERE fingerprint != '' AND fingerprint IN (SELECT b FROM `+pairsParam+` AS pair)
+			AND (provider || '', fingerprint) IN `+pairsParam,
 		jsonPairs(identical), jsonPairs(identical))
 	if err != nil {
 		return nil, fmt.Errorf("store: identical effects: %w", err)
@@ -891,9 +891,9 @@ func (t *Tx) orphanCandidatesAttempts(candidates []trace.Effect) ([]trace.Attemp
 			steps = append(steps, [2]string{f.ExecutionID, f.StepID})
 		}
 	}
-	rows, err := t.QueryContext(t.ctx, `SELECT `+attemptColumns+` FROM attempts WHERE idempotency_key IN `+inList+` AND `+keyed+`
+	rows, err := t.QueryContext(t.ctx, `SELECT `+attemptColumns+` FROM attempts WHERE idempotency_key IN `+listParam+` AND `+keyed+`
 		UNION SELECT `+attemptColumns+` FROM attempts
-		WHERE (execution_id, step_id) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`,
+		WHERE (execution_id, step_id) IN `+pairsParam,
 		jsonList(sortedSet(setOf(keys))), jsonPairs(steps))
 	if err != nil {
 		return nil, fmt.Errorf("store: orphan candidates' attempts: %w", err)
@@ -913,7 +913,7 @@ func (t *Tx) applyOrphanRecheck(candidates []trace.Effect, plan trace.OrphanPlan
 		refs[i] = f.Ref()
 	}
 	if err := t.exec(`DELETE FROM findings WHERE source = 'effect'
-		AND (effect_provider, effect_id) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`,
+		AND (effect_provider, effect_id) IN `+pairsParam,
 		jsonPairs(effectRefPairs(refs))); err != nil {
 		return fmt.Errorf("store: recheck orphans: %w", err)
 	}
@@ -924,7 +924,7 @@ func (t *Tx) applyOrphanRecheck(candidates []trace.Effect, plan trace.OrphanPlan
 	}
 	// A matched effect may be a duplicate; the run analysis that follows
 	// refines it, so only an orphan's state is set back to matched here.
-	const refsIn = `(provider, effect_id) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`
+	const refsIn = `(provider, effect_id) IN ` + pairsParam
 	// Each state's rank is trace's (MatchState.OutboxRank), never one written here.
 	if err := t.exec(`UPDATE effects SET state = ?, state_rank = ? WHERE state != ? AND `+refsIn,
 		string(trace.MatchOrphan), trace.MatchOrphan.OutboxRank(), string(trace.MatchOrphan), jsonPairs(effectRefPairs(plan.Orphans))); err != nil {
@@ -995,7 +995,7 @@ func (t *Tx) SettleStates(refs []trace.EffectRef) ([]trace.EffectRef, error) {
 	// state || '': by the primary key, not effects_state_at's range of
 	// every duplicate (as in applyOrphanRecheck).
 	rows, err := t.QueryContext(t.ctx, `SELECT `+effectColumns+` FROM effects WHERE state || '' = 'duplicate'
-		AND (provider, effect_id) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`, jsonPairs(pairs))
+		AND (provider, effect_id) IN `+pairsParam, jsonPairs(pairs))
 	if err != nil {
 		return nil, fmt.Errorf("store: settle states: %w", err)
 	}
@@ -1013,9 +1013,9 @@ func (t *Tx) SettleStates(refs []trace.EffectRef) ([]trace.EffectRef, error) {
 			steps = append(steps, [2]string{f.ExecutionID, f.StepID})
 		}
 	}
-	rows, err = t.QueryContext(t.ctx, `SELECT `+attemptColumns+` FROM attempts WHERE idempotency_key IN `+inList+` AND `+keyed+`
+	rows, err = t.QueryContext(t.ctx, `SELECT `+attemptColumns+` FROM attempts WHERE idempotency_key IN `+listParam+` AND `+keyed+`
 		UNION SELECT `+attemptColumns+` FROM attempts
-		WHERE (execution_id, step_id) IN (SELECT json_extract(value, '$[0]'), json_extract(value, '$[1]') FROM json_each(?))`,
+		WHERE (execution_id, step_id) IN `+pairsParam,
 		jsonList(sortedSet(setOf(keys))), jsonPairs(steps))
 	if err != nil {
 		return nil, fmt.Errorf("store: settle states: %w", err)
@@ -1041,7 +1041,7 @@ func (t *Tx) SettleStates(refs []trace.EffectRef) ([]trace.EffectRef, error) {
 }
 
 // jsonPairs is pairs as one JSON array of two-element arrays, bound as one
-// parameter (see inList).
+// parameter (pairsParam).
 func jsonPairs(pairs [][2]string) string {
 	if len(pairs) == 0 {
 		return "[]"

@@ -159,6 +159,16 @@ func (e *engine) Rebind(query string) string {
 	return q
 }
 
+// ListSQL and PairsSQL read the JSON list parameter, bound as text, with
+// json_array_elements: ->> takes a pair's elements as text.
+func (e *engine) ListSQL() string {
+	return `(SELECT value FROM json_array_elements_text(?::json) AS json_list(value))`
+}
+
+func (e *engine) PairsSQL() string {
+	return `(SELECT json_pair->>0 AS a, json_pair->>1 AS b FROM json_array_elements(?::json) AS json_pair)`
+}
+
 // BeginWrite is a plain BEGIN (READ COMMITTED): each statement sees what
 // the others committed before it, so a derivation run under DeriveLock
 // sees every commit that derived before it.

@@ -23,17 +23,15 @@ func TestRebind(t *testing.T) {
 		{"cast after a placeholder", `SELECT ?::json`, `SELECT $1::json`},
 		// Mangled before: varchar(0) became varchr(31).
 		{"varchar is no char", `SELECT CAST(a AS varchar(0)) FROM t`, `SELECT CAST(a AS varchar(0)) FROM t`},
-		{"json_each without alias", `SELECT value FROM json_each(?)`, `SELECT value FROM json_array_elements_text($1::json) AS json_each(value)`},
-		{"json_each AS alias", `SELECT ref.value FROM json_each(?) AS ref`, `SELECT ref.value FROM json_array_elements_text($1::json) AS ref(value)`},
-		// Mangled before: AS j(value)2.
-		{"json_each alias with a digit", `SELECT j2.value FROM json_each(?) j2`, `SELECT j2.value FROM json_array_elements_text($1::json) AS j2(value)`},
-		// Mangled before: AS where(value), the WHERE gone.
-		{"json_each then a lowercase keyword", `SELECT value FROM json_each(?) where value = ?`, `SELECT value FROM json_array_elements_text($1::json) AS json_each(value) where value = $2`},
-		{"json_extract of an array element", `SELECT json_extract(j.value, '$[1]') FROM json_each(?) j`, `SELECT (j.value::json->>1) FROM json_array_elements_text($1::json) AS j(value)`},
 		// Mangled before: rewritten inside the literal, changing the data.
 		{"char(0) inside a literal is text", `SELECT a FROM t WHERE b = 'char(0)' AND c = ?`, `SELECT a FROM t WHERE b = 'char(0)' AND c = $1`},
+		{"json_each inside a literal is text", `SELECT a FROM t WHERE b = 'json_each(?)' AND c = ?`, `SELECT a FROM t WHERE b = 'json_each(?)' AND c = $1`},
 		{"a trailing semicolon", "SELECT a FROM t WHERE b = ?;\n", "SELECT a FROM t WHERE b = $1;\n"},
-		{"ON CONFLICT DO NOTHING after a SELECT", `INSERT INTO t (a) SELECT value FROM json_each(?) WHERE true ON CONFLICT DO NOTHING`, `INSERT INTO t (a) SELECT value FROM json_array_elements_text($1::json) AS json_each(value) WHERE true ON CONFLICT DO NOTHING`},
+		{"ON CONFLICT DO NOTHING after a SELECT", `INSERT INTO t (a) SELECT value FROM t2 WHERE b = ? ON CONFLICT DO NOTHING`, `INSERT INTO t (a) SELECT value FROM t2 WHERE b = $1 ON CONFLICT DO NOTHING`},
+		// The JSON list parameter is the engine's own SQL (ListSQL,
+		// PairsSQL), which rebind only numbers.
+		{"PostgreSQL's JSON functions", `SELECT a FROM t WHERE b IN (SELECT value FROM json_array_elements_text(?::json) AS json_list(value)) AND c = ?`,
+			`SELECT a FROM t WHERE b IN (SELECT value FROM json_array_elements_text($1::json) AS json_list(value)) AND c = $2`},
 		{"ON CONFLICT is the shared upsert", `INSERT INTO t (a) VALUES (?) ON CONFLICT (a) DO NOTHING`, `INSERT INTO t (a) VALUES ($1) ON CONFLICT (a) DO NOTHING`},
 	}
 	for _, tt := range tests {
@@ -46,6 +44,22 @@ func TestRebind(t *testing.T) {
 				t.Errorf("got  %q\nwant %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestListParameterRebinds checks the engine's JSON list parameter
+// (ListSQL, PairsSQL): one placeholder each, which rebind numbers and
+// leaves the rest as the engine wrote it.
+func TestListParameterRebinds(t *testing.T) {
+	e := &engine{}
+	for _, op := range []string{e.ListSQL(), e.PairsSQL()} {
+		if n := strings.Count(op, "?"); n != 1 {
+			t.Errorf("%s: %d placeholders, want 1", op, n)
+		}
+		got, err := rebind(op)
+		if want := strings.Replace(op, "?", "$1", 1); err != nil || got != want {
+			t.Errorf("rebind(%s) = %q, %v; want %q", op, got, err, want)
+		}
 	}
 }
 
@@ -77,10 +91,16 @@ func TestRebindRefuses(t *testing.T) {
 		{"double-quoted identifier", `SELECT "a?" FROM t`, "quoted identifier"},
 		{"backquoted identifier", "SELECT `a` FROM t", "quoted identifier"},
 		{"two statements", `DELETE FROM t; DELETE FROM u`, "more than one statement"},
-		// Passed on before, to fail when it ran.
-		{"json_extract of an object path", `SELECT json_extract(value, '$.name') FROM json_each(?)`, "not an array element"},
-		{"json_each over a column", `SELECT value FROM t, json_each(t.list)`, "JSON function"},
-		{"json_array_length", `SELECT json_array_length(?)`, "JSON function"},
+		// The JSON list parameter is Engine.ListSQL or Engine.PairsSQL,
+		// which each engine writes; translated here before, by patterns.
+		{"json_each", `SELECT value FROM json_each(?)`, "Engine.ListSQL"},
+		{"json_each with an alias", `SELECT j.value FROM json_each(?) AS j`, "Engine.ListSQL"},
+		{"json_each in an IN list", `SELECT a FROM t WHERE b IN (SELECT value FROM json_each(?))`, "Engine.ListSQL"},
+		{"json_extract of an array element", `SELECT json_extract(value, '$[1]') FROM t`, "Engine.PairsSQL"},
+		{"json_extract of an object path", `SELECT json_extract(value, '$.name') FROM t`, "SQLite's JSON functions"},
+		{"json_each over a column", `SELECT value FROM t, json_each(t.list)`, "SQLite's JSON functions"},
+		{"json_array_length", `SELECT json_array_length(?)`, "SQLite's JSON functions"},
+		{"json_each in lower case after a literal", `SELECT 'json_each(?)', value FROM JSON_EACH (?)`, "SQLite's JSON functions"},
 		// An entity key is the engine's EntityKeySQL. Mangled before:
 		// char(0) inside a literal rewritten, varchar(0) became varchr(31).
 		{"char(0)", `SELECT 'e' || char(0) || ? FROM t`, "char(N)"},

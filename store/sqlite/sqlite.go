@@ -181,6 +181,14 @@ func (e *engine) Migrations() fs.FS {
 // SQLite's dialect.
 func (e *engine) Rebind(query string) string { return query }
 
+// ListSQL and PairsSQL read the JSON list parameter with json_each, a
+// pair's two elements with json_extract.
+func (e *engine) ListSQL() string { return `(SELECT value FROM json_each(?))` }
+
+func (e *engine) PairsSQL() string {
+	return `(SELECT json_extract(value, '$[0]') AS a, json_extract(value, '$[1]') AS b FROM json_each(?))`
+}
+
 // BeginWrite takes the write lock at once, so that a transaction never has
 // to upgrade its lock half way.
 func (e *engine) BeginWrite() string { return `BEGIN IMMEDIATE` }
