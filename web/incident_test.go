@@ -157,14 +157,29 @@ func testIDTexts(doc *html.Node, id string) []string {
 		for _, a := range n.Attr {
 			if a.Key == "data-testid" && a.Val == id {
 				var b strings.Builder
-				for c := range n.Descendants() {
-					if c.Type == html.TextNode {
-						b.WriteString(c.Data)
-					}
-				}
+				drawnText(&b, n)
 				out = append(out, b.String())
 			}
 		}
 	}
 	return out
+}
+
+// drawnText writes n's text as drawn before anything has the focus: a
+// cut id's whole form (class sid-full) and buttons left out.
+func drawnText(b *strings.Builder, n *html.Node) {
+	if n.Type == html.ElementNode && n.Data == "button" {
+		return
+	}
+	for _, a := range n.Attr {
+		if a.Key == "class" && a.Val == "sid-full" {
+			return
+		}
+	}
+	if n.Type == html.TextNode {
+		b.WriteString(n.Data)
+	}
+	for c := n.FirstChild; c != nil; c = c.NextSibling {
+		drawnText(b, c)
+	}
 }

@@ -154,7 +154,10 @@
     var el = document.getElementById(decodeURIComponent(location.hash.slice(1)));
     if (!el || !el.matches(detailLinks)) return;
     el.focus();
-    if (isSheet()) { shown = null; show(el, true); }
+    // Shown here, not only through focusin: a page that does not have the
+    // window's focus gets no focus events.
+    if (isSheet()) shown = null;
+    show(el, isSheet());
     remember(el, false);
   }
   window.addEventListener("hashchange", focusHash);
