@@ -337,7 +337,8 @@ func sortedSet(set map[string]bool) []string {
 }
 
 // groupSteps groups attempts (sorted by step, then number) into steps,
-// ordered by when each step first started. A step's tool, effect class and
+// ordered by when each step first started, then in natural id order as
+// trace's own grouping orders them. A step's tool, effect class and
 // provider come from its lowest-numbered attempt that names them.
 func groupSteps(attempts []trace.Attempt) []trace.Step {
 	var steps []trace.Step
@@ -362,7 +363,7 @@ func groupSteps(attempts []trace.Attempt) []trace.Step {
 		if !ti.Equal(tj) {
 			return ti.Before(tj)
 		}
-		return steps[i].ID < steps[j].ID
+		return trace.CompareNatural(steps[i].ID, steps[j].ID) < 0
 	})
 	return steps
 }

@@ -84,7 +84,68 @@ func (in Incident) Rules() []Rule {
 // with critical step findings (a duplicate and the crash that caused it
 // are one incident), one per key_collision. A run without critical
 // findings gets its held incidents instead. gaps are the run's (Gaps).
+// They come worst first, then in natural step order (SortIncidents),
+// whatever the order of findings.
 func Incidents(r Run, findings []Finding, gaps []Gap) []Incident {
+	out := incidents(r, findings, gaps)
+	SortIncidents(out)
+	return out
+}
+
+// SortIncidents orders incidents worst first: more effects duplicated,
+// then an effect that never went out, then a repeat whose second effect is
+// unverified, then a key's finding, and last a held repeat kept to one
+// effect. Incidents alike in that are in natural step order
+// (CompareNatural: step-2, step-14, step-123), then by their first finding.
+func SortIncidents(is []Incident) {
+	slices.SortStableFunc(is, func(a, b Incident) int {
+		return cmp.Or(
+			cmp.Compare(a.Kind.rank(), b.Kind.rank()),
+			cmp.Compare(b.duplicates(), a.duplicates()),
+			CompareNatural(a.Step.ID, b.Step.ID),
+			compareFirstFindings(a.Findings, b.Findings),
+		)
+	})
+}
+
+// rank orders incident kinds worst first (SortIncidents).
+func (k IncidentKind) rank() int {
+	switch k {
+	case IncidentDuplicate:
+		return 0
+	case IncidentSuppressed:
+		return 1
+	case IncidentRepeated:
+		return 2
+	case IncidentKey:
+		return 3
+	case IncidentHeld:
+		return 5
+	}
+	return 4
+}
+
+// duplicates is how many effects a duplicate incident's step caused; 0
+// for any other kind.
+func (in Incident) duplicates() int {
+	if in.Kind != IncidentDuplicate {
+		return 0
+	}
+	return len(in.Effects)
+}
+
+func compareFirstFindings(a, b []Finding) int {
+	if len(a) == 0 || len(b) == 0 {
+		return cmp.Compare(len(a), len(b))
+	}
+	return CompareFindingPlaces(a[0], b[0])
+}
+
+func incidents(r Run, findings []Finding, gaps []Gap) []Incident {
+	// Sorted here so that an incident's findings, and its first rule, do
+	// not depend on the order the caller read them in.
+	findings = slices.Clone(findings)
+	SortFindings(findings)
 	effects := r.StepEffects()
 	tree := newSpanTree(r)
 	steps := map[string]Step{}

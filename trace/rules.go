@@ -210,24 +210,19 @@ func (s Severity) Rank() int {
 }
 
 // SortFindings orders findings critical first, then by rule, execution,
-// step, key and first effect, so that the same trace always reads the same.
+// step, key and first effect, ids in natural order (CompareNatural), so
+// that the same trace always reads the same.
 func SortFindings(fs []Finding) {
-	firstEffect := func(f Finding) EffectRef {
-		if len(f.Effects) == 0 {
-			return EffectRef{}
-		}
-		return f.Effects[0]
-	}
 	slices.SortStableFunc(fs, func(a, b Finding) int {
 		ea, eb := firstEffect(a), firstEffect(b)
 		return cmp.Or(
 			cmp.Compare(a.Severity.Rank(), b.Severity.Rank()),
 			cmp.Compare(a.Rule, b.Rule),
-			cmp.Compare(a.ExecutionID, b.ExecutionID),
-			cmp.Compare(a.StepID, b.StepID),
-			cmp.Compare(a.IdempotencyKey, b.IdempotencyKey),
+			CompareNatural(a.ExecutionID, b.ExecutionID),
+			CompareNatural(a.StepID, b.StepID),
+			CompareNatural(a.IdempotencyKey, b.IdempotencyKey),
 			cmp.Compare(ea.Provider, eb.Provider),
-			cmp.Compare(ea.ID, eb.ID),
+			CompareNatural(ea.ID, eb.ID),
 		)
 	})
 }

@@ -411,7 +411,8 @@ func firstNonEmpty[T ~string](a, b T) T {
 	return b
 }
 
-// sortSteps puts steps in the order they first ran and their attempts in
+// sortSteps puts steps in the order they first ran (steps that started
+// together, or at no known time, in natural id order) and their attempts in
 // number order, the order the timeline and the audit read them.
 func sortSteps(steps []Step) {
 	firstStart := func(s Step) time.Time {
@@ -431,6 +432,6 @@ func sortSteps(steps []Step) {
 		if !a.Equal(b) {
 			return a.Before(b)
 		}
-		return steps[i].ID < steps[j].ID
+		return CompareNatural(steps[i].ID, steps[j].ID) < 0
 	})
 }

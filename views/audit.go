@@ -182,7 +182,7 @@ const maxGroupShown = 10
 
 // GroupFindings groups findings by rule: groups critical first, then by
 // the natural step order of their first finding (step-24 before
-// step-231, NaturalCompare), then by rule; findings inside a group in
+// step-231, trace.CompareNatural), then by rule; findings inside a group in
 // natural step order.
 func GroupFindings(fs []FindingView) []FindingGroup {
 	byRule := map[trace.Rule][]FindingView{}
@@ -196,7 +196,7 @@ func GroupFindings(fs []FindingView) []FindingGroup {
 	var groups []FindingGroup
 	for _, rule := range rules {
 		list := byRule[rule]
-		slices.SortStableFunc(list, func(a, b FindingView) int { return NaturalCompare(a.StepID, b.StepID) })
+		slices.SortStableFunc(list, func(a, b FindingView) int { return trace.CompareNatural(a.StepID, b.StepID) })
 		g := FindingGroup{Rule: rule, Severity: list[0].Severity, Shown: list}
 		if len(list) > maxGroupShown {
 			g.Shown, g.Rest = list[:maxGroupShown], list[maxGroupShown:]
@@ -205,7 +205,7 @@ func GroupFindings(fs []FindingView) []FindingGroup {
 	}
 	slices.SortStableFunc(groups, func(a, b FindingGroup) int {
 		return cmp.Or(cmp.Compare(a.Severity.Rank(), b.Severity.Rank()),
-			NaturalCompare(a.Shown[0].StepID, b.Shown[0].StepID), cmp.Compare(a.Rule, b.Rule))
+			trace.CompareNatural(a.Shown[0].StepID, b.Shown[0].StepID), cmp.Compare(a.Rule, b.Rule))
 	})
 	return groups
 }

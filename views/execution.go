@@ -2,6 +2,7 @@ package views
 
 import (
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/oncetrace/oncetrace/trace"
@@ -49,7 +50,11 @@ const MaxNearbyOrphans = 20
 // of it. It reads nothing: the page, the JSON twin, the live push and the
 // tests give it the same input and get the same model.
 func NewExecution(in ExecutionInput) Execution {
-	x := Execution{Run: in.Run, Findings: in.Findings, States: in.States, silenceAfter: in.Analysis.GapThreshold}
+	// The store lists findings by their ids as text; every list of them
+	// here, the JSON's too, is in natural order (step-2 before step-14).
+	findings := slices.Clone(in.Findings)
+	slices.SortStableFunc(findings, trace.CompareFindingPlaces)
+	x := Execution{Run: in.Run, Findings: findings, States: in.States, silenceAfter: in.Analysis.GapThreshold}
 	x.Gaps = trace.Gaps(in.Run, in.Analysis)
 	x.Verdict = trace.Judge(in.Run, in.Findings)
 	x.Incidents = NewIncidents(in.Run, in.Findings, x.Gaps)

@@ -44,17 +44,22 @@ type Incident struct {
 	Rules    []trace.Rule `json:"rules,omitempty"`
 	Critical bool         `json:"critical"`
 	StepID   string       `json:"step_id,omitempty"`
-	// Parts are the sentence: plain text and links (ids abbreviated,
-	// the full id in the title).
-	Parts    []SentencePart   `json:"-"`
+	// Parts are the sentence: plain text and links (ids cut in the
+	// middle, ShortID, the whole id beside them).
+	Parts []SentencePart `json:"-"`
+	// Link is the execution page with the incident's attempt selected
+	// (SelectAttemptURL), for its "copy link" button.
+	Link     string           `json:"-"`
 	Sentence string           `json:"sentence"`
 	Culprits []int            `json:"culprits"`
 	Effects  []IncidentEffect `json:"effects"`
 }
 
-// SentencePart is a run of an incident's sentence; with an Href it is a link.
+// SentencePart is a run of an incident's sentence; with an Href it is a
+// link. ID is set when the link's Text is an id cut short (ShortID): the
+// whole id.
 type SentencePart struct {
-	Text, Href, Title string
+	Text, Href, Title, ID string
 }
 
 // IncidentEffect is an effect an incident names, with its place among its
@@ -104,7 +109,7 @@ func (m IncidentMarks) Culprit(stepID string, n int) string {
 
 func newIncident(run trace.Run, in trace.Incident) Incident {
 	v := Incident{Kind: in.Kind, Rules: in.Rules(), Critical: in.Kind != trace.IncidentHeld, StepID: in.Step.ID,
-		Culprits: in.Culprits(), Effects: []IncidentEffect{}}
+		Culprits: in.Culprits(), Effects: []IncidentEffect{}, Link: incidentLink(run.Execution.ID, in)}
 	if len(v.Rules) > 0 {
 		v.Rule = v.Rules[0]
 	}
@@ -165,12 +170,17 @@ func (t *teller) link(text, href, title string) {
 	t.parts = append(t.parts, SentencePart{Text: text, Href: href, Title: title})
 }
 
+// idLink links an id, its text cut in the middle (ShortID).
+func (t *teller) idLink(id, href, title string) {
+	t.parts = append(t.parts, SentencePart{Text: ShortID(id), Href: href, Title: title, ID: id})
+}
+
 func (t *teller) effectID(e trace.Effect) {
-	t.link(abbrevID(e.ID), "#"+EffectAnchor(e.Provider, e.ID), e.Provider+" "+e.ID)
+	t.idLink(e.ID, "#"+EffectAnchor(e.Provider, e.ID), e.Provider+" "+e.ID)
 }
 
 func (t *teller) key(k string) {
-	t.link(abbrevID(k), KeyURL(k), "idempotency key "+k)
+	t.idLink(k, KeyURL(k), "idempotency key "+k)
 }
 
 func (t *teller) attempt(n int) {
@@ -315,7 +325,7 @@ func (t *teller) gapBefore(prev, next trace.Attempt) bool {
 	return true
 }
 
-// original writes "sandbox-mail delivered msg_6899cb… at +3 ms, attempt 1
+// original writes "sandbox-mail delivered msg_689…b2902 at +3 ms, attempt 1
 // timed out at +1 s without seeing it" and returns the attempt that caused
 // the first effect, if one is known.
 func (t *teller) original() (trace.Attempt, bool) {
@@ -489,7 +499,7 @@ func (t *teller) suppressed() {
 			if i > 0 {
 				t.text(" and ")
 			}
-			t.link(abbrevID(id), ExecutionURL(id), "execution "+id)
+			t.idLink(id, ExecutionURL(id), "execution "+id)
 		}
 	}
 	t.text(": this run's " + effectNoun(provider, false) + " never went out.")
@@ -519,15 +529,6 @@ func runOrigin(r trace.Run) time.Time {
 	}
 	lo, _ := span(times)
 	return lo
-}
-
-// abbrevID shortens an id longer than 12 characters to its first 10 and
-// "…"; the full id goes in the link's title.
-func abbrevID(id string) string {
-	if utf8.RuneCountInString(id) <= 12 {
-		return id
-	}
-	return string([]rune(id)[:10]) + "…"
 }
 
 // effectVerb is what a provider did to create an effect.

@@ -87,6 +87,9 @@ type ExecutionView struct {
 	// only for ViewSteps.
 	View  string
 	Steps StepTable
+	// Selected is the attempt or effect the URL selects, shown in the
+	// detail panel (views/selection.go).
+	Selected Selection
 }
 
 // AttemptView is one attempt's detail.

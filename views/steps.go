@@ -113,7 +113,7 @@ func NewStepTable(in StepTableInput) StepTable {
 			c = -c
 		}
 		if c == 0 {
-			c = NaturalCompare(a.StepID, b.StepID)
+			c = trace.CompareNatural(a.StepID, b.StepID)
 		}
 		return c
 	})
@@ -123,8 +123,8 @@ func NewStepTable(in StepTableInput) StepTable {
 // stepColumns compares two rows by a column, ascending; ties fall back to
 // natural step order.
 var stepColumns = map[string]func(a, b StepRow) int{
-	"step":     func(a, b StepRow) int { return NaturalCompare(a.StepID, b.StepID) },
-	"tool":     func(a, b StepRow) int { return NaturalCompare(a.Tool, b.Tool) },
+	"step":     func(a, b StepRow) int { return trace.CompareNatural(a.StepID, b.StepID) },
+	"tool":     func(a, b StepRow) int { return trace.CompareNatural(a.Tool, b.Tool) },
 	"class":    func(a, b StepRow) int { return cmp.Compare(a.Class, b.Class) },
 	"attempts": func(a, b StepRow) int { return cmp.Compare(a.Attempts, b.Attempts) },
 	"outcome":  func(a, b StepRow) int { return cmp.Compare(outcomeRank(a.Outcome), outcomeRank(b.Outcome)) },
@@ -162,35 +162,6 @@ func outcomeRank(o trace.Outcome) int {
 		return 5
 	}
 	return 6
-}
-
-// NaturalCompare orders strings as people count: runs of digits compare by
-// their value, so step-24 comes before step-231 and step-9 before step-10.
-func NaturalCompare(a, b string) int {
-	for a != "" && b != "" {
-		da, db := digitPrefix(a), digitPrefix(b)
-		if da > 0 && db > 0 {
-			na, nb := strings.TrimLeft(a[:da], "0"), strings.TrimLeft(b[:db], "0")
-			if c := cmp.Or(cmp.Compare(len(na), len(nb)), strings.Compare(na, nb)); c != 0 {
-				return c
-			}
-			a, b = a[da:], b[db:]
-			continue
-		}
-		if a[0] != b[0] {
-			return cmp.Compare(a[0], b[0])
-		}
-		a, b = a[1:], b[1:]
-	}
-	return cmp.Compare(len(a), len(b))
-}
-
-func digitPrefix(s string) int {
-	i := 0
-	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-		i++
-	}
-	return i
 }
 
 // StepsURL is an execution's step table, sorted by a column of StepSorts

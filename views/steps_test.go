@@ -17,29 +17,6 @@ import (
 	"github.com/oncetrace/oncetrace/views"
 )
 
-func TestNaturalCompare(t *testing.T) {
-	tests := []struct {
-		a, b string
-		want int
-	}{
-		{"step-24", "step-231", -1},
-		{"step-231", "step-24", 1},
-		{"step-9", "step-10", -1},
-		{"step-10", "step-10", 0},
-		{"step-007", "step-7", 0},
-		{"step-2a", "step-2b", -1},
-		{"a", "b", -1},
-		{"step", "step-1", -1},
-		{"step-1-10", "step-1-9", 1},
-		{"", "", 0},
-	}
-	for _, tt := range tests {
-		if got := views.NaturalCompare(tt.a, tt.b); got != tt.want {
-			t.Errorf("NaturalCompare(%q, %q): got %d, want %d", tt.a, tt.b, got, tt.want)
-		}
-	}
-}
-
 // stepIDs are a table's step ids in row order.
 func stepIDs(tbl views.StepTable) []string {
 	out := make([]string, len(tbl.Rows))

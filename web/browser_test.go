@@ -406,8 +406,9 @@ func TestBrowser(t *testing.T) {
 	if !strings.Contains(args, `"to": "jordan@acme.dev"`) || !strings.Contains(args, `"subject": "Your June invoice"`) {
 		t.Errorf("attempt detail args: got %q, want the formatted JSON of the arguments", args)
 	}
-	if loc := browserEval[string](t, ctx, `location.pathname + location.search`); loc != views.ExecutionURL(uiDupExec) {
-		t.Errorf("after the click: got location %s, want to stay on %s", loc, views.ExecutionURL(uiDupExec))
+	// The page stays; its URL names the selection (views.SelectAttemptURL).
+	if loc := browserEval[string](t, ctx, `location.pathname + location.search + location.hash`); loc != views.SelectAttemptURL(uiDupExec, "step-4", 1) {
+		t.Errorf("after the click: got location %s, want to stay on %s", loc, views.SelectAttemptURL(uiDupExec, "step-4", 1))
 	}
 
 	// Keyboard: Tab from the focused bar to the next attempt opens it.

@@ -39,7 +39,7 @@ func TestIncidentSentenceOnDemo(t *testing.T) {
 	}
 
 	// Times and ids differ from run to run; the words do not.
-	msg := `msg_[0-9a-f]{6}…`
+	msg := `msg_[0-9a-f]{3}…[0-9a-f]{5}`
 	for _, tc := range []struct {
 		scenario string
 		want     []string // patterns, one sentence each
@@ -55,9 +55,9 @@ func TestIncidentSentenceOnDemo(t *testing.T) {
 			"duplicate_effect", []int{2}, []string{"1 of 2 · original", "2 of 2 · extra"}},
 		{"key-only", []string{
 			`^1 email to jordan@acme\.dev from step-1 \(send_invoice_email\): sandbox-mail delivered ` + msg + ` at \+[0-9.]+ m?s, ` +
-				`attempt 1 on pid-\d+ ended ok at \+[0-9.]+ m?s, attempt 2 on pid-\d+ sent it again with the same key ik_[0-9a-f]{7}…, ` +
+				`attempt 1 on pid-\d+ ended ok at \+[0-9.]+ m?s, attempt 2 on pid-\d+ sent it again with the same key ik_[0-9a-f]{4}…[0-9a-f]{5}, ` +
 				`and sandbox-mail answered from its idempotency store without sending again\.$`,
-			`^1 effect for INV-2026-06 from step-2 \(record_in_crm\): crm recorded crm_INV-20… at \+[0-9.]+ m?s, ` +
+			`^1 effect for INV-2026-06 from step-2 \(record_in_crm\): crm recorded crm_INV…[0-9a-f]{5} at \+[0-9.]+ m?s, ` +
 				`attempt 1 on pid-\d+ ended ok at \+[0-9.]+ m?s, attempt 2 on pid-\d+ was replayed from the journal without calling the tool\.$`},
 			"", []int{}, []string{"", ""}},
 	} {
@@ -157,14 +157,29 @@ func testIDTexts(doc *html.Node, id string) []string {
 		for _, a := range n.Attr {
 			if a.Key == "data-testid" && a.Val == id {
 				var b strings.Builder
-				for c := range n.Descendants() {
-					if c.Type == html.TextNode {
-						b.WriteString(c.Data)
-					}
-				}
+				drawnText(&b, n)
 				out = append(out, b.String())
 			}
 		}
 	}
 	return out
+}
+
+// drawnText writes n's text as drawn before anything has the focus: a
+// cut id's whole form (class sid-full) and buttons left out.
+func drawnText(b *strings.Builder, n *html.Node) {
+	if n.Type == html.ElementNode && n.Data == "button" {
+		return
+	}
+	for _, a := range n.Attr {
+		if a.Key == "class" && a.Val == "sid-full" {
+			return
+		}
+	}
+	if n.Type == html.TextNode {
+		b.WriteString(n.Data)
+	}
+	for c := n.FirstChild; c != nil; c = c.NextSibling {
+		drawnText(b, c)
+	}
 }

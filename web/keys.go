@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"net/http"
+	"slices"
 
 	"github.com/labstack/echo/v4"
 
@@ -36,6 +37,9 @@ func (s *Server) loadKey(ctx context.Context, key string) (views.KeyView, store.
 	if err != nil {
 		return views.KeyView{}, r, err
 	}
+	// Every finding is in hand: listed in natural order (step-2 before
+	// step-14), where the store's SQL order compares ids as text.
+	slices.SortStableFunc(r.Findings, trace.CompareFindingPlaces)
 	effects := make([]views.OutboxRow, len(r.Effects))
 	for i, e := range r.Effects {
 		effects[i] = views.OutboxRow{Effect: e.Effect, State: e.State}

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"net/http"
 	"slices"
 	"strconv"
@@ -90,15 +91,53 @@ func (s *Server) handleExecutionShowPage(c echo.Context) error {
 	if q.View == views.ViewSteps {
 		v.ShowSteps(x.StepTable(q.Sort, q.Dir))
 	}
+	if v.Selected, err = s.pageSelection(c.Request().Context(), x, q); err != nil {
+		return err
+	}
 	return render(c, http.StatusOK, views.ExecutionPage(v))
 }
 
-// executionPageQuery chooses the execution page's view and how the step
-// table is sorted.
+// executionPageQuery chooses the execution page's view, how the step
+// table is sorted, and the attempt (step, n) or effect (provider, effect)
+// selected in the detail panel (views.SelectAttemptURL).
 type executionPageQuery struct {
-	View string `query:"view"`
-	Sort string `query:"sort"`
-	Dir  string `query:"dir"`
+	View     string `query:"view"`
+	Sort     string `query:"sort"`
+	Dir      string `query:"dir"`
+	Step     string `query:"step"`
+	N        string `query:"n"`
+	Provider string `query:"provider"`
+	Effect   string `query:"effect"`
+}
+
+// pageSelection is the attempt or effect the page's URL selects, none
+// when it names neither; one it names that the execution lacks is a 404
+// naming it, as its permalink would be.
+func (s *Server) pageSelection(ctx context.Context, x views.Execution, q executionPageQuery) (views.Selection, error) {
+	switch {
+	case q.N != "":
+		n, err := strconv.Atoi(q.N)
+		if err != nil || n < 1 {
+			return views.Selection{}, badQuery("n: must be an attempt number ≥ 1")
+		}
+		if sel, ok := x.SelectAttempt(q.Step, n); ok {
+			return sel, nil
+		}
+		return views.Selection{}, echo.NewHTTPError(http.StatusNotFound, "attempt: no attempt "+q.N+" of step "+strconv.Quote(q.Step)+" in this execution")
+	case q.Provider != "" || q.Effect != "":
+		ref := trace.EffectRef{Provider: q.Provider, ID: q.Effect}
+		messages, err := s.messageURLs(ctx, []trace.EffectRef{ref})
+		if err != nil {
+			return views.Selection{}, err
+		}
+		if sel, ok := x.SelectEffect(ref, messages[ref]); ok {
+			return sel, nil
+		}
+		return views.Selection{}, echo.NewHTTPError(http.StatusNotFound, "effect: "+ref.Provider+" "+ref.ID+" is not an effect of this execution")
+	case q.Step != "":
+		return views.Selection{}, badQuery("step: needs n, the attempt number")
+	}
+	return views.Selection{}, nil
 }
 
 // validate rejects a value the page does not know, naming the parameter

@@ -11,7 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -53,6 +53,11 @@ func runAudit(args []string, out io.Writer) (critical bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	// Both sources page in the store's order, which compares ids as text;
+	// with every finding in hand, the report is in natural order (step-2,
+	// step-14, step-123), the same as the execution page's.
+	slices.SortStableFunc(findings, trace.CompareFindingPlaces)
+	slices.SortStableFunc(unverified, trace.CompareNatural)
 	n := trace.CriticalCount(findings)
 	// Clean is said only with effects to show it (docs/audit.md: an
 	// unverified execution is not clean); the exit code fails CI on critical
@@ -121,7 +126,6 @@ func auditDB(ctx context.Context, path string, cfg trace.Config) ([]trace.Findin
 			break
 		}
 	}
-	sort.Strings(unverified)
 	return findings, unverified, nil
 }
 
@@ -166,7 +170,6 @@ func auditServer(ctx context.Context, server, token string) ([]trace.Finding, []
 			break
 		}
 	}
-	sort.Strings(unverified)
 	return all, unverified, nil
 }
 

@@ -90,6 +90,39 @@
     }
   });
   var detailLinks = ".attempt-link, .effect-link, .step-detail-link";
+  // The URL names the selected attempt or effect (views/selection.go):
+  // ?step=&n= or ?provider=&effect=, and its bar's anchor, so that a reload
+  // or a shared link opens the same detail. A click adds a history entry;
+  // Tab and a finding's link only update the current one.
+  function selectionURL(link) {
+    var from = new URL(link.getAttribute("href"), location.href).searchParams;
+    var u = new URL(location.href);
+    ["step", "n", "provider", "effect"].forEach(function (p) { u.searchParams.delete(p); });
+    // In the order Go's url.Values writes them, so that the URL reads as
+    // the server's own links to a selection (views.SelectAttemptURL).
+    if (from.has("n")) {
+      u.searchParams.set("n", from.get("n"));
+      u.searchParams.set("step", from.get("step") || "");
+    } else if (from.has("provider")) {
+      u.searchParams.set("effect", from.get("id") || "");
+      u.searchParams.set("provider", from.get("provider"));
+    } else {
+      return null;
+    }
+    u.hash = link.id ? "#" + link.id : "";
+    return u.href;
+  }
+  function remember(link, push) {
+    var u = selectionURL(link);
+    if (!u || u === location.href) return;
+    history[push ? "pushState" : "replaceState"](null, "", u);
+  }
+  // The server rendered the URL's selection into the panel already.
+  var preselected = panel && panel.getAttribute("data-selected");
+  if (preselected && document.getElementById(preselected)) {
+    shown = document.getElementById(preselected);
+    select(shown);
+  }
   document.addEventListener("click", function (e) {
     var link = e.target.closest && e.target.closest(detailLinks);
     if (!link || !panel) return;
@@ -97,12 +130,21 @@
     e.preventDefault();
     shown = null;
     show(link, isSheet());
+    remember(link, true);
   });
   // Tabbing through the bars opens each beside the timeline; a sheet would
   // cover the page at every Tab, so there a link opens on Enter (a click).
   document.addEventListener("focusin", function (e) {
     var link = e.target.closest && e.target.closest(detailLinks);
-    if (link && !closing && !isSheet()) show(link, false);
+    if (link && !closing && !isSheet()) {
+      show(link, false);
+      remember(link, false);
+    }
+  });
+  // Back and Forward select what the URL then names.
+  window.addEventListener("popstate", function () {
+    var el = location.hash && document.getElementById(decodeURIComponent(location.hash.slice(1)));
+    if (el && el.matches(detailLinks)) show(el, false);
   });
   // A finding's link to #attempt-… focuses that attempt, which opens it
   // beside the timeline; on a narrow screen it opens the sheet, since the
@@ -112,10 +154,57 @@
     var el = document.getElementById(decodeURIComponent(location.hash.slice(1)));
     if (!el || !el.matches(detailLinks)) return;
     el.focus();
-    if (isSheet()) { shown = null; show(el, true); }
+    // Shown here, not only through focusin: a page that does not have the
+    // window's focus gets no focus events.
+    if (isSheet()) shown = null;
+    show(el, isSheet());
+    remember(el, false);
   }
   window.addEventListener("hashchange", focusHash);
   focusHash();
+
+  // Copy buttons (views/ids.templ, views/selection.templ), shown by the
+  // stylesheet once this script has marked the page: data-copy is copied
+  // as it is, data-copy-url as an absolute URL. Beside an id cut in the
+  // middle, the button also opens the whole id in place (a tap has no
+  // hover and no focus to show it).
+  document.documentElement.classList.add("js");
+  function copyText(text) {
+    if (navigator.clipboard && window.isSecureContext) {
+      return navigator.clipboard.writeText(text).catch(function () { return copyBySelection(text); });
+    }
+    return copyBySelection(text);
+  }
+  // The older way, for a page served over plain HTTP on another host
+  // (no navigator.clipboard) or a browser that refused it.
+  function copyBySelection(text) {
+    return new Promise(function (resolve, reject) {
+      var area = document.createElement("textarea");
+      area.value = text;
+      area.setAttribute("readonly", "");
+      area.style.position = "fixed";
+      area.style.opacity = "0";
+      document.body.appendChild(area);
+      area.select();
+      var ok = false;
+      try { ok = document.execCommand("copy"); } catch (e) { /* refused */ }
+      area.remove();
+      if (ok) resolve(); else reject(new Error("copy refused"));
+    });
+  }
+  document.addEventListener("click", function (e) {
+    var b = e.target.closest && e.target.closest(".copy-button");
+    if (!b) return;
+    var text = b.hasAttribute("data-copy-url") ? new URL(b.getAttribute("data-copy-url"), location.href).href : b.getAttribute("data-copy");
+    var prev = b.previousElementSibling;
+    var sid = prev && prev.querySelector(".sid");
+    if (sid) sid.classList.add("sid-open");
+    copyText(text).then(function () {
+      b.classList.add("copied");
+      b.setAttribute("data-copied", text);
+      setTimeout(function () { b.classList.remove("copied"); }, 1500);
+    }, function () { b.setAttribute("data-copied", ""); });
+  });
 
   // Live parts. The server renders every fragment with the components the
   // page itself uses; this only puts the HTML in place.
