@@ -211,20 +211,22 @@ func runServe(args []string) (err error) {
 	defer lns.close()
 	// What fails later (a tap's port, a rebuild) removes the database
 	// this start created, since nothing was served from it: the listener
-	// answers 503 until the very end of the start.
+	// answers 503 until the very end of the start. One that holds events
+	// (another instance's, created at the same moment) stays.
 	created := absentDatabaseFiles(c.db)
 	started := false
+	db, err := openDB(ctx, c.db, sqlite.Sync(c.sync))
+	if err != nil {
+		created.remove(logger)
+		return err
+	}
 	defer func() {
-		if err != nil && !started {
+		discard := err != nil && !started && len(created) > 0 && isEmpty(db)
+		db.Close()
+		if discard {
 			created.remove(logger)
 		}
 	}()
-
-	db, err := openDB(ctx, c.db, sqlite.Sync(c.sync))
-	if err != nil {
-		return err
-	}
-	defer db.Close()
 	// The listener serves at once and answers 503 with Retry-After until
 	// the server is ready: while an older database's derived rows are
 	// rebuilt, nothing is served from, or written over, rows derived by
@@ -380,6 +382,12 @@ func absentDatabaseFiles(target string) databaseFiles {
 		}
 	}
 	return absent
+}
+
+// isEmpty says whether the database holds no event.
+func isEmpty(db *store.DB) bool {
+	seq, err := db.LastSeq(context.Background())
+	return err == nil && seq == 0
 }
 
 // remove deletes those of the files that exist now: a failed start leaves
