@@ -242,7 +242,7 @@ func finalLine(r report, haveReport bool, status int, took time.Duration) string
 		return fmt.Sprintf("make test: %s — the go test step did not finish (see the first error above), %s", verdict, minutes)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "make test: %s — %s packages, %s tests", verdict, thousands(r.Packages), thousands(r.Passed+r.Failed+skippedCount(r)))
+	fmt.Fprintf(&b, "make test: %s — %s, %s", verdict, count(r.Packages, "package"), count(r.Passed+r.Failed+skippedCount(r), "test"))
 	var notes []string
 	if r.Failed > 0 {
 		notes = append(notes, fmt.Sprintf("%s failed: %s", thousands(r.Failed), listSome(r.FailedTests, 3)))
@@ -311,6 +311,14 @@ func clip(s string, n int) string {
 		return string(r[:n-1]) + "…"
 	}
 	return s
+}
+
+// count is "1 package" or "2,140 tests".
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return thousands(n) + " " + noun + "s"
 }
 
 // thousands writes 2140 as 2,140.

@@ -106,6 +106,9 @@ func TestFinalLineOfAPassingRun(t *testing.T) {
 	if got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
+	if got := finalLine(report{Packages: 1, Passed: 1}, true, 0, time.Minute); got != "make test: ok — 1 package, 1 test, 1.0 min" {
+		t.Errorf("one of each: got %q", got)
+	}
 	// A step after go test failed (the fuzzing, say): not ok, and said why.
 	if got := finalLine(r, true, 2, time.Minute); !strings.HasPrefix(got, "make test: FAILED") || !strings.HasSuffix(got, "a step after go test failed: see above") {
 		t.Errorf("with make's status 2: got %q, want FAILED and the step after go test blamed", got)
