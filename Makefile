@@ -1,19 +1,36 @@
 # oncetrace — the two commands a newcomer needs are `make run` and `make test`.
 GO      ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X main.version=$(VERSION)
+# The commit too: the go command records none in a git worktree.
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 DB      ?= oncetrace.db
 ADDR    ?= 127.0.0.1:8080
 FUZZTIME ?= 10s
+PKGS    ?= ./...
 
-.PHONY: run test unit fuzz fuzz-audit bench bench-compare build lint generate check-generated clean fixtures axe
+.PHONY: run test test-steps unit fuzz fuzz-audit bench bench-compare build lint generate check-generated clean fixtures axe
 
-## run: serve the UI and APIs on $(ADDR) with the SQLite file $(DB), the demo loaded once
+## run: serve the UI and APIs on $(ADDR) with the SQLite file $(DB), the demo loaded once (make run ADDR=127.0.0.1:9090 DB=other.db)
+# A first build downloads the modules and compiles SQLite: minutes of
+# silence but for "go: downloading" (README.md, "The first hour").
 run:
-	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/oncetrace serve --addr $(ADDR) --db $(DB) --demo
+	@echo "make run: building oncetrace (the first build downloads ~430 MB of modules and takes minutes; later ones seconds), then serving http://$(ADDR) with $(DB)"
+	@$(GO) build -ldflags "$(LDFLAGS)" -o bin/oncetrace ./cmd/oncetrace
+	bin/oncetrace serve --addr $(ADDR) --db $(DB) --demo
 
-## test: lint, stale generated code, every test with the race detector, the order-independence test on 250 random histories, short fuzzing
-test: lint check-generated unit fuzz
+## test: lint, stale generated code, every test with the race detector, the order-independence test on 250 random histories, short fuzzing; ends with one line: packages, tests, what was skipped and why, minutes
+# The steps run in a make of their own so that the last line, written by
+# cmd/testsummary from the go test step's report, comes after all of them,
+# failed or not.
+test:
+	@start=$$(date +%s); report=$${TMPDIR:-/tmp}/oncetrace-test-$$$$.json; rm -f "$$report"; \
+	$(MAKE) --no-print-directory TEST_REPORT="$$report" test-steps; status=$$?; \
+	$(GO) run ./cmd/testsummary -line -report "$$report" -started $$start -status $$status; \
+	rm -f "$$report"; exit $$status
+
+TEST_REPORT ?= $(or $(TMPDIR),/tmp)/oncetrace-test.json
+test-steps: lint check-generated unit fuzz
 
 # The browser test (web TestBrowser) skips itself without Chromium, and go
 # test hides a passing package's output: say it loudly, before and after.
@@ -30,7 +47,7 @@ unit:
 	@$(CHECK_BROWSER)
 	@$(CHECK_AXE)
 	@[ -n "$$ONCETRACE_TEST_POSTGRES" ] || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || echo "!!! PostgreSQL not found: the store's PostgreSQL tests will be SKIPPED; apt-get install postgresql, or set ONCETRACE_REQUIRE_POSTGRES=1 to make them fail"
-	$(GO) test -race -count=1 ./...
+	bash -o pipefail -c '$(GO) test -race -count=1 -json $(PKGS) | $(GO) run ./cmd/testsummary -report "$(TEST_REPORT)"'
 	$(ORDER_TEST)
 	@$(CHECK_BROWSER)
 	@$(CHECK_AXE)
@@ -123,12 +140,13 @@ lint:
 	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 ## generate: regenerate templ views (the CLI is pinned as a Go tool in go.mod)
+# -log-level error: templ's "Post-generation event" lines say nothing here.
 generate:
-	$(GO) tool templ generate
+	$(GO) tool templ generate -log-level error
 
 ## check-generated: fail when committed *_templ.go files differ from their sources
 check-generated:
-	@$(GO) tool templ generate >/dev/null
+	@$(GO) tool templ generate -log-level error
 	@stale=$$(git status --porcelain -- '*_templ.go' 2>/dev/null); \
 	if [ -n "$$stale" ]; then echo "generated templ code is stale; run make generate and commit:"; echo "$$stale"; exit 1; fi
 

@@ -38,6 +38,9 @@ func runAudit(args []string, out io.Writer) (critical bool, err error) {
 		}
 		return false, err
 	}
+	if err := refuseArguments("audit", fs); err != nil {
+		return false, err
+	}
 	if (*dbPath == "") == (*server == "") {
 		return false, errors.New("audit: give exactly one of --db FILE or --server URL")
 	}

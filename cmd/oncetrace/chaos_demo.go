@@ -141,6 +141,9 @@ func runChaosDemoAgent(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if err := refuseArguments("chaos-demo-agent", fs); err != nil {
+		return err
+	}
 	if !slices.ContainsFunc(chaosDemoVariants, func(v struct{ name, what string }) bool { return v.name == *variant }) {
 		return fmt.Errorf("chaos-demo-agent: --variant %q: want naive or keyed", *variant)
 	}

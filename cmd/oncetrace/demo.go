@@ -47,6 +47,31 @@ func scenarioNamed(name string) (scenario, bool) {
 	return scenario{}, false
 }
 
+// parseScenarios reads --scenario: names from the list above, all of them
+// when empty. An unknown name is refused rather than skipped, which would
+// run nothing and exit 0.
+func parseScenarios(list string) ([]string, error) {
+	var names []string
+	for name := range strings.SplitSeq(list, ",") {
+		if name = strings.TrimSpace(name); name == "" {
+			continue
+		}
+		if _, ok := scenarioNamed(name); !ok {
+			return nil, fmt.Errorf("demo: --scenario: unknown scenario %q; the scenarios are %s", name, scenarioNames())
+		}
+		names = append(names, name)
+	}
+	return names, nil
+}
+
+func scenarioNames() string {
+	names := make([]string, len(scenarios))
+	for i, s := range scenarios {
+		names[i] = s.name
+	}
+	return strings.Join(names, ", ")
+}
+
 // demoOptions configure a demo run.
 type demoOptions struct {
 	server, token string
@@ -82,8 +107,12 @@ func runDemoCommand(args []string, out io.Writer) error {
 		}
 		return err
 	}
-	if *only != "" {
-		o.only = strings.Split(*only, ",")
+	if err := refuseArguments("demo", fs); err != nil {
+		return err
+	}
+	var err error
+	if o.only, err = parseScenarios(*only); err != nil {
+		return err
 	}
 	if o.via != "sandbox" && o.via != "tap" {
 		return fmt.Errorf("demo: --via %q: want sandbox or tap", o.via)
@@ -98,7 +127,7 @@ func runDemoCommand(args []string, out io.Writer) error {
 		o.gap = threshold + time.Second
 		fmt.Fprintf(out, "demo: the server shows gaps longer than %s; the crash scenarios wait %s\n", threshold, o.gap)
 	}
-	_, err := runDemo(ctx, o)
+	_, err = runDemo(ctx, o)
 	return err
 }
 
@@ -297,6 +326,9 @@ func runDemoWorker(args []string) error {
 	mailURL := fs.String("mail-url", "", "")
 	mailProvider := fs.String("mail-provider", "", "")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := refuseArguments("demo-worker", fs); err != nil {
 		return err
 	}
 	sc, ok := scenarioNamed(*name)

@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -25,10 +26,10 @@ Usage:
   oncetrace tap     [flags]   a recording proxy in front of an API: its effects go to a server
   oncetrace chaos   [flags]   -- COMMAND: run an agent under one injected fault at a time; exit 1 on a call unsafe to retry
   oncetrace audit   [flags]   print the audit's findings; exit 1 on any critical one
-  oncetrace import  [flags]   load NDJSON events into a database
+  oncetrace import  [flags]   [FILE]: load NDJSON events from FILE, or standard input, into a database
   oncetrace export  [flags]   write a database's events as NDJSON
   oncetrace prune   [flags]   delete executions older than a date, and reclaim the space
-  oncetrace version
+  oncetrace version           the version, commit and Go release this binary was built from (also --version)
 
 Run "oncetrace <command> -h" for a command's flags.
 `
@@ -69,8 +70,12 @@ func main() {
 		err = runExport(args, os.Stdout)
 	case "prune":
 		err = runPrune(args, os.Stdout)
-	case "version":
-		fmt.Println(version)
+	case "version", "--version", "-version":
+		if len(args) > 0 {
+			err = fmt.Errorf("version: unexpected argument %q: version takes none", args[0])
+			break
+		}
+		readBuildVersion(version, commit).write(os.Stdout)
 	case "-h", "--help", "help":
 		fmt.Print(usage)
 	default:
@@ -81,6 +86,17 @@ func main() {
 		fmt.Fprintln(os.Stderr, "oncetrace:", err)
 		os.Exit(2)
 	}
+}
+
+// refuseArguments fails when words are left after a command's flags: a
+// command that takes none would otherwise ignore them, and any flag after
+// them, without a word.
+func refuseArguments(command string, fs *flag.FlagSet) error {
+	if fs.NArg() == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s: unexpected argument %q: %s takes flags only, and flags after it would not be read either; see oncetrace %s -h",
+		command, fs.Arg(0), command, command)
 }
 
 // envOr returns the environment variable's value, or def when it is unset.

@@ -213,8 +213,8 @@ func runPrune(args []string, out io.Writer) error {
 		}
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("prune: unexpected argument %q", fs.Arg(0))
+	if err := refuseArguments("prune", fs); err != nil {
+		return err
 	}
 	if *before == "" {
 		return errors.New("prune: --before is required, e.g. --before 2026-06-01 or --before 30d")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 	"github.com/oncetrace/oncetrace/ingest/feed/tap"
 	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
+	"github.com/oncetrace/oncetrace/store/postgres"
 	"github.com/oncetrace/oncetrace/store/sqlite"
 	"github.com/oncetrace/oncetrace/trace"
 	"github.com/oncetrace/oncetrace/web"
@@ -111,6 +113,9 @@ func serveFlags(args []string) (serveConfig, error) {
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
+	if err := refuseArguments("serve", fs); err != nil {
+		return c, err
+	}
 	var err error
 	if c.toolClasses, err = ingest.ParseToolClasses(*toolClasses); err != nil {
 		return c, fmt.Errorf("serve: --tool-class: %w", err)
@@ -182,7 +187,7 @@ func checkExposure(addr, token string, insecure bool) error {
 		"set --ingest-token (or ONCETRACE_INGEST_TOKEN), listen on 127.0.0.1, or pass --insecure", addr)
 }
 
-func runServe(args []string) error {
+func runServe(args []string) (err error) {
 	c, err := serveFlags(args)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -196,21 +201,38 @@ func runServe(args []string) error {
 	ctx, stop := signalContext()
 	defer stop()
 
-	db, err := openDB(ctx, c.db, sqlite.Sync(c.sync))
+	// Every listener but the taps' binds before the database is opened,
+	// so that a port already taken fails the start before anything is
+	// created. Closing one the server already closed is harmless.
+	lns, err := listenServe(c)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	// The listener opens first and answers 503 with Retry-After until the
-	// server is ready: while an older database's derived rows are rebuilt,
-	// nothing is served from, or written over, rows derived by other
-	// rules, and clients and load balancers are told to come back.
-	ln, err := net.Listen("tcp", c.addr)
+	defer lns.close()
+	// What fails later (a tap's port, a rebuild) removes the database
+	// this start created, since nothing was served from it: the listener
+	// answers 503 until the very end of the start. One that holds events
+	// (another instance's, created at the same moment) stays.
+	created := absentDatabaseFiles(c.db)
+	started := false
+	db, err := openDB(ctx, c.db, sqlite.Sync(c.sync))
 	if err != nil {
-		return fmt.Errorf("serve: %w", err)
+		created.remove(logger)
+		return err
 	}
+	defer func() {
+		discard := err != nil && !started && len(created) > 0 && isEmpty(db)
+		db.Close()
+		if discard {
+			created.remove(logger)
+		}
+	}()
+	// The listener serves at once and answers 503 with Retry-After until
+	// the server is ready: while an older database's derived rows are
+	// rebuilt, nothing is served from, or written over, rows derived by
+	// other rules, and clients and load balancers are told to come back.
 	limiter := newConnLimiter(c.listen.maxConnsPerIP, 0, "", logger) // one count over --addr and --otlp-addr
-	ln = limiter.wrap(ln)
+	ln := limiter.wrap(lns.addr)
 	gate := newStartingGate()
 	httpServer := c.listen.httpServer(gate)
 	serveErr := make(chan error, 3)
@@ -228,6 +250,7 @@ func runServe(args []string) error {
 		// Other instances may write the database: the live tail follows
 		// the store's notices instead, this writer's commits among them.
 		if err := followSharedDatabase(ctx, db, c.db, hub, logger); err != nil {
+			httpServer.Close()
 			return err
 		}
 		wcfg.OnCommit = func(writer.Commit) {}
@@ -241,10 +264,20 @@ func runServe(args []string) error {
 	// the database closes.
 	pruner := startPruner(ctx, db, c.retention, c.analysis, logger, metrics.ObservePrune)
 	defer pruner.stop()
+	// The recording proxies record through the same writer, so they stop
+	// before it. They start before the server is ready: a tap that cannot
+	// listen fails the start while nothing has been accepted yet.
+	taps, err := startServeTaps(c.taps, c.db, c.fingerprintIgnore, c.tapLimits, feed.WriterRecorder{Writer: ingestWriter, Limits: c.limits, Feed: tap.Feed}, c.limits, logger)
+	if err != nil {
+		httpServer.Close()
+		ingestWriter.Close()
+		return err
+	}
 	srv := web.New(web.Config{DB: db, Writer: ingestWriter, Limits: c.limits, ToolClasses: c.toolClasses, SpanMap: c.spanMap, Analysis: c.analysis, IngestToken: c.token, Webhooks: c.webhooks,
 		Logger: logger, Sandbox: c.sandbox, Hub: hub, AllowedOrigins: c.allowedOrigins, AllowedHosts: c.allowedHosts,
 		Auth: c.auth(), Metrics: metrics, MaxDecodeBytes: c.decode.maxBytes})
 
+	started = true
 	gate.ready(srv)
 	logger.Info("oncetrace serving", "url", "http://"+ln.Addr().String(), "db", redactedTarget(c.db), "engine", db.Engine(), "sync", db.Durability(), "version", version)
 	logger.Info("oncetrace redaction", "redact", strings.Join(c.limits.Redact.Terms(), ",")) // prune.go
@@ -254,44 +287,20 @@ func runServe(args []string) error {
 	}
 	// The conventional OTLP/HTTP port, for exporters left at their default.
 	otlpServer := c.listen.httpServer(otlpOnly(srv))
-	if c.otlpAddr != "" {
-		otlpLn, err := net.Listen("tcp", c.otlpAddr)
-		if err != nil {
-			httpServer.Close()
-			ingestWriter.Close()
-			return fmt.Errorf("serve: --otlp-addr: %w", err)
-		}
-		logger.Info("oncetrace OTLP/HTTP", "url", "http://"+otlpLn.Addr().String()+"/v1/traces")
-		go func() { serveErr <- otlpServer.Serve(limiter.wrap(otlpLn)) }()
+	if lns.otlp != nil {
+		logger.Info("oncetrace OTLP/HTTP", "url", "http://"+lns.otlp.Addr().String()+"/v1/traces")
+		go func() { serveErr <- otlpServer.Serve(limiter.wrap(lns.otlp)) }()
 	}
 	// The SMTP sink records each message through the same writer, before
 	// it answers 250.
 	var sink *smtpsink.Sink
-	if c.smtpAddr != "" {
-		smtpLn, err := net.Listen("tcp", c.smtpAddr)
-		if err != nil {
-			httpServer.Close()
-			otlpServer.Close()
-			ingestWriter.Close()
-			return fmt.Errorf("serve: --smtp: %w", err)
-		}
+	if lns.smtp != nil {
 		cfg := c.smtp
 		cfg.Recorder = feed.WriterRecorder{Writer: ingestWriter, Limits: c.limits, Feed: smtpsink.Feed}
 		cfg.Messages, cfg.Limits, cfg.Token, cfg.Logger = storedMessages{db}, c.limits, c.token, logger
 		sink = smtpsink.New(cfg)
-		logger.Info("oncetrace SMTP sink", "addr", smtpLn.Addr().String(), "auth", c.token != "")
-		go func() { serveErr <- sink.Serve(smtpLn) }()
-	}
-	// The recording proxies record through the same writer, so they stop before it.
-	taps, err := startServeTaps(c.taps, c.db, c.fingerprintIgnore, c.tapLimits, feed.WriterRecorder{Writer: ingestWriter, Limits: c.limits, Feed: tap.Feed}, c.limits, logger)
-	if err != nil {
-		httpServer.Close()
-		otlpServer.Close()
-		if sink != nil {
-			sink.Close()
-		}
-		ingestWriter.Close()
-		return err
+		logger.Info("oncetrace SMTP sink", "addr", lns.smtp.Addr().String(), "auth", c.token != "")
+		go func() { serveErr <- sink.Serve(lns.smtp) }()
 	}
 	demoDone := make(chan struct{})
 	if c.demo {
@@ -321,6 +330,77 @@ func runServe(args []string) error {
 	err = errors.Join(httpServer.Shutdown(shutdownCtx), otlpServer.Shutdown(shutdownCtx), taps.stop(shutdownCtx))
 	ingestWriter.Close() // commits whatever is queued before the database closes
 	return err
+}
+
+// serveListeners are serve's own listeners: --addr, and --otlp-addr and
+// --smtp when given (nil otherwise).
+type serveListeners struct {
+	addr, otlp, smtp net.Listener
+}
+
+func listenServe(c serveConfig) (serveListeners, error) {
+	var lns serveListeners
+	var err error
+	if lns.addr, err = net.Listen("tcp", c.addr); err != nil {
+		return lns, fmt.Errorf("serve: %w", err)
+	}
+	if c.otlpAddr != "" {
+		if lns.otlp, err = net.Listen("tcp", c.otlpAddr); err != nil {
+			lns.close()
+			return lns, fmt.Errorf("serve: --otlp-addr: %w", err)
+		}
+	}
+	if c.smtpAddr != "" {
+		if lns.smtp, err = net.Listen("tcp", c.smtpAddr); err != nil {
+			lns.close()
+			return lns, fmt.Errorf("serve: --smtp: %w", err)
+		}
+	}
+	return lns, nil
+}
+
+func (l serveListeners) close() {
+	for _, ln := range []net.Listener{l.addr, l.otlp, l.smtp} {
+		if ln != nil {
+			ln.Close()
+		}
+	}
+}
+
+// databaseFiles are the files of a SQLite database that did not exist
+// before a start; none for PostgreSQL, whose database is never created.
+type databaseFiles []string
+
+func absentDatabaseFiles(target string) databaseFiles {
+	if postgres.IsURL(target) {
+		return nil
+	}
+	var absent databaseFiles
+	for _, suffix := range []string{"", "-wal", "-shm", "-journal", "-tap-queue"} {
+		if _, err := os.Lstat(target + suffix); errors.Is(err, fs.ErrNotExist) {
+			absent = append(absent, target+suffix)
+		}
+	}
+	return absent
+}
+
+// isEmpty says whether the database holds no event.
+func isEmpty(db *store.DB) bool {
+	seq, err := db.LastSeq(context.Background())
+	return err == nil && seq == 0
+}
+
+// remove deletes those of the files that exist now: a failed start leaves
+// no new, empty database behind to be mistaken for a real one.
+func (files databaseFiles) remove(logger *slog.Logger) {
+	for _, path := range files {
+		if _, err := os.Lstat(path); err != nil {
+			continue
+		}
+		if err := os.RemoveAll(path); err != nil {
+			logger.Warn("serve: the start failed, and the database it created could not be removed", "path", path, "err", err)
+		}
+	}
 }
 
 // otlpOnly serves the OTLP/HTTP paths (/v1/traces, and /v1/logs and

@@ -197,8 +197,8 @@ func tapFlags(args []string) (tapOptions, error) {
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
-	if fs.NArg() > 0 {
-		return o, fmt.Errorf("tap: unexpected arguments %q", fs.Args())
+	if err := refuseArguments("tap", fs); err != nil {
+		return o, err
 	}
 	o.keyHeaders = append(o.keyHeaders, tap.DefaultKeyHeaders...)
 	for _, m := range strings.Split(*unsafe, ",") {

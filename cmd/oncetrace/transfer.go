@@ -21,18 +21,26 @@ import (
 func runImport(args []string, stdin io.Reader, out io.Writer) error {
 	fs := flag.NewFlagSet("import", flag.ContinueOnError)
 	dbPath := fs.String("db", envOr("ONCETRACE_DB", "oncetrace.db"), "database to load into: a SQLite file or a postgres:// URL (env ONCETRACE_DB)")
-	in := fs.String("in", "-", "NDJSON file to read, - for standard input")
+	in := fs.String("in", "-", "NDJSON file to read, - for standard input; the same as giving FILE after the flags")
 	redact := fs.String("redact", defaultRedactFlag(),
 		"mask the values of these keys before storing, as serve does (prune.go); '' masks nothing (env ONCETRACE_REDACT)")
 	limits := importLimits()
 	registerEventLimitFlags(fs, &limits) // serve_decode.go: give the server's, to import what it accepted
-	if err := fs.Parse(args); err != nil {
+	files, err := parseWithFiles(fs, args)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
 		return err
 	}
-	var err error
+	switch {
+	case len(files) > 1:
+		return fmt.Errorf("import: one file at a time: got %q; import them one after another into the same --db", files)
+	case len(files) == 1 && *in != "-":
+		return fmt.Errorf("import: both --in %q and the argument %q name a file to read: give one", *in, files[0])
+	case len(files) == 1:
+		*in = files[0]
+	}
 	if limits.Redact, err = parseRedactFlag(*redact); err != nil {
 		return fmt.Errorf("import: %w", err)
 	}
@@ -115,6 +123,23 @@ func runImport(args []string, stdin io.Reader, out io.Writer) error {
 	return nil
 }
 
+// parseWithFiles parses flags given before, between or after the file
+// arguments (flag.Parse alone stops at the first argument, so
+// "import FILE --db x.db" would leave --db unread) and returns the files.
+func parseWithFiles(fs *flag.FlagSet, args []string) ([]string, error) {
+	var files []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return files, nil
+		}
+		files = append(files, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
 // importLimits are serve's default limits on one event; the limits on a
 // request's size do not apply to a file read 1,000 lines at a time.
 func importLimits() ingest.Limits {
@@ -135,6 +160,9 @@ func runExport(args []string, stdout io.Writer) error {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
+		return err
+	}
+	if err := refuseArguments("export", fs); err != nil {
 		return err
 	}
 	// The database first, so that a mistyped --db leaves no empty --out.
