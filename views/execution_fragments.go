@@ -139,37 +139,51 @@ func (x Execution) Lanes(zoom TimeRange, sel LaneSelection) LanesView {
 
 // linkTargets turns a link to an id of the timeline that an answer does
 // not hold into a link to the thing's own page: an attempt's or an
-// effect's detail, a lane's fragment.
+// effect's detail, a lane's fragment. The ids are read back from the
+// anchor itself (domID), so nothing is indexed per attempt.
 type linkTargets struct {
-	rendered  map[string]bool
-	permalink map[string]string
+	executionID string
+	rendered    map[string]bool
 }
 
-// newLinkTargets knows every id the run's timeline may have; rendered are
-// those the answer holds (nil: none).
+// newLinkTargets rewrites links for run's page; rendered are the ids the
+// answer holds (nil: none).
 func newLinkTargets(run trace.Run, rendered map[string]bool) linkTargets {
-	t := linkTargets{rendered: rendered, permalink: map[string]string{}}
-	id := run.Execution.ID
-	for _, s := range run.Steps {
-		t.permalink[domID("lane", s.ID)] = LaneURL(id, s.ID)
-		for _, a := range s.Attempts {
-			t.permalink[AttemptAnchor(s.ID, a.Number)] = AttemptURL(id, s.ID, a.Number)
-		}
-	}
-	for _, f := range run.Effects {
-		t.permalink[EffectAnchor(f.Provider, f.ID)] = EffectURL(id, f.Provider, f.ID)
-	}
-	return t
+	return linkTargets{executionID: run.Execution.ID, rendered: rendered}
 }
 
 func (t linkTargets) href(h string) string {
 	if !strings.HasPrefix(h, "#") || t.rendered[h[1:]] {
 		return h
 	}
-	if p, ok := t.permalink[h[1:]]; ok {
-		return p
+	prefix, parts, ok := parseDomID(h[1:])
+	if !ok {
+		return h
+	}
+	switch {
+	case prefix == "a" && len(parts) == 2:
+		if n, err := strconv.Atoi(parts[1]); err == nil {
+			return AttemptURL(t.executionID, parts[0], n)
+		}
+	case prefix == "e" && len(parts) == 2:
+		return EffectURL(t.executionID, parts[0], parts[1])
+	case prefix == "lane" && len(parts) == 1:
+		return LaneURL(t.executionID, parts[0])
 	}
 	return h
+}
+
+// parseDomID reads back what domID wrote: the prefix and the parts.
+func parseDomID(id string) (prefix string, parts []string, ok bool) {
+	fields := strings.Split(id, "-")
+	for _, f := range fields[1:] {
+		b, err := anchorEncoding.DecodeString(strings.ToUpper(f))
+		if err != nil {
+			return "", nil, false
+		}
+		parts = append(parts, string(b))
+	}
+	return fields[0], parts, true
 }
 
 func (t linkTargets) finding(f FindingView) FindingView {

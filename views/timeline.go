@@ -588,14 +588,30 @@ func (o *outbox) add(f trace.Effect) {
 	if at.IsZero() {
 		at = o.win.tmax
 	}
-	anchor := EffectAnchor(f.Provider, f.ID)
 	if !o.win.shows(at, at) {
 		o.hidden++
 		if !o.clustered {
-			o.anchors = append(o.anchors, anchor)
+			o.anchors = append(o.anchors, EffectAnchor(f.Provider, f.ID))
 		}
 		return
 	}
+	if o.clustered {
+		// Only its position, its state and, when its step's lane is laid
+		// out, its mark there.
+		m := EffectMark{X: o.win.sc.px(at), State: o.in.States[f.Ref()]}
+		if m.State == "" {
+			m.State = trace.MatchOrphan
+		}
+		if stepID, ok := o.stepOf[f.Ref()]; ok {
+			if _, laid := o.laneIndex[stepID]; laid {
+				m.StepID, m.Href = stepID, EffectURL(o.in.Run.Execution.ID, f.Provider, f.ID)
+				o.linkLane(&m, f)
+			}
+		}
+		o.addToCluster(m, at)
+		return
+	}
+	anchor := EffectAnchor(f.Provider, f.ID)
 	m := EffectMark{X: o.win.sc.px(at), At: o.win.ms(at), Provider: f.Provider, ID: f.ID, State: o.in.States[f.Ref()],
 		Anchor: anchor, Href: EffectURL(o.in.Run.Execution.ID, f.Provider, f.ID), Mark: o.in.Marks.EffectLabels[f.Ref()]}
 	if m.State == "" {
@@ -606,10 +622,6 @@ func (o *outbox) add(f trace.Effect) {
 		m.StepID = stepID
 		m.Title += " · caused by " + stepID
 		o.linkLane(&m, f)
-	}
-	if o.clustered {
-		o.addToCluster(m, at)
-		return
 	}
 	o.marks = append(o.marks, m)
 }

@@ -219,10 +219,14 @@ func LaneURL(executionID, stepID string) string {
 // hiddenAttempts counts the attempts outside the range drawn, of every
 // lane, laid out or not.
 func (lc laneContext) hiddenAttempts() int {
+	shown := lc.shown
+	if !lc.win.zoomed() {
+		shown = lc.shownUnzoomed
+	}
 	n := 0
 	for _, s := range lc.run.Steps {
 		for _, a := range s.Attempts {
-			if !lc.shown(a) {
+			if !shown(a) {
 				n++
 			}
 		}
@@ -238,6 +242,10 @@ func (lc laneContext) shown(a trace.Attempt) bool {
 	}
 	return !a.StartedAt.IsZero() && lc.win.shows(a.StartedAt, end)
 }
+
+// shown without a zoom is every attempt with a start: the outcome, which
+// costs a look-up, decides nothing then.
+func (lc laneContext) shownUnzoomed(a trace.Attempt) bool { return !a.StartedAt.IsZero() }
 
 // shownAttempts counts the attempts that reach into the range drawn: a
 // zoom into a few of many shows their labels again.
