@@ -172,10 +172,14 @@ type FindingGroup struct {
 	Severity trace.Severity
 	Shown    []FindingView
 	Rest     []FindingView
+	// More, on the execution page, fetches the Hidden findings after
+	// Shown instead of Rest.
+	More   *MoreLink
+	Hidden int
 }
 
 // Count is the number of findings in the group.
-func (g FindingGroup) Count() int { return len(g.Shown) + len(g.Rest) }
+func (g FindingGroup) Count() int { return len(g.Shown) + len(g.Rest) + g.Hidden }
 
 // maxGroupShown is how many findings of a rule show before "show N more".
 const maxGroupShown = 10

@@ -132,6 +132,25 @@ func (x Execution) Page(zoom TimeRange, now time.Time) ExecutionView {
 	for _, f := range x.Findings {
 		v.Findings = append(v.Findings, NewFindingView(f))
 	}
+	// The first answer is bounded (timeline_plan.go): what it shows links
+	// to the timeline's ids it holds, and to the pages of the others.
+	id := x.Run.Execution.ID
+	v.FindingGroups = boundFindings(id, GroupFindings(v.Findings))
+	v.IncidentsShown = firstIncidentsView(id, x.Incidents)
+	if rendered := renderedIDs(v.Timeline); rendered != nil {
+		t := newLinkTargets(x.Run, rendered)
+		for i := range v.FindingGroups {
+			for j, f := range v.FindingGroups[i].Shown {
+				v.FindingGroups[i].Shown[j] = t.finding(f)
+			}
+		}
+		shown := make([]Incident, len(v.IncidentsShown.Shown))
+		for i, in := range v.IncidentsShown.Shown {
+			shown[i] = t.incident(in)
+		}
+		v.IncidentsShown.Shown = shown
+		v.Audit.Unverified, v.Audit.Unattributed = t.links(v.Audit.Unverified), t.links(v.Audit.Unattributed)
+	}
 	return v
 }
 

@@ -74,7 +74,7 @@ func ExecutionPage(v ExecutionView) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = FindingsPanel(v.Findings).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = FindingGroups(v.FindingGroups, len(v.Findings)).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -594,7 +594,7 @@ func ExecutionHeader(v ExecutionView) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = auditBlock(v.Audit, v.Incidents).Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = auditBlock(v.Audit, v.IncidentsShown).Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -610,7 +610,7 @@ func ExecutionHeader(v ExecutionView) templ.Component {
 // each in its own words; only clean says every side effect happened once.
 // It is part of the header so that a live page receives it again. The
 // incidents (NewIncidents) follow its first words, one sentence each.
-func auditBlock(a AuditView, incidents []Incident) templ.Component {
+func auditBlock(a AuditView, incidents IncidentsView) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {

@@ -570,10 +570,6 @@ func capitalize(s string) string {
 // near the top.
 const maxIncidentsShown = 3
 
-func firstIncidents(is []Incident) []Incident { return is[:min(len(is), maxIncidentsShown)] }
-
-func moreIncidents(is []Incident) []Incident { return is[min(len(is), maxIncidentsShown):] }
-
 func incidentClass(in Incident) string {
 	if in.Critical {
 		return "incident incident-critical"

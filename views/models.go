@@ -76,10 +76,15 @@ type ExecutionView struct {
 	Execution ExecutionRow
 	Audit     AuditView
 	Findings  []FindingView
-	// Incidents tell the critical findings in sentences (NewIncidents).
-	Incidents []Incident
-	Timeline  Timeline
-	Gaps      []trace.Gap
+	// FindingGroups are the findings the page shows, by rule, the rest of
+	// each group behind a link (ExecutionFindings).
+	FindingGroups []FindingGroup
+	// Incidents tell the critical findings in sentences (NewIncidents);
+	// IncidentsShown are the first of them, the rest behind a link.
+	Incidents      []Incident
+	IncidentsShown IncidentsView
+	Timeline       Timeline
+	Gaps           []trace.Gap
 	// LiveURL, while the execution runs, is the WebSocket that pushes the
 	// page's fragments again as they change.
 	LiveURL string

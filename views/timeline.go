@@ -74,7 +74,12 @@ type Timeline struct {
 	Groups     []LaneGroup
 	Grouped    bool
 	TotalLanes int
-	Effects    []EffectMark
+	// More, on a fragment of lanes, fetches the lanes after it.
+	More    *MoreLink
+	Effects []EffectMark
+	// EffectClusters replace Effects when the range holds more than
+	// maxEffectMarks effects: one mark for the effects a few px apart.
+	EffectClusters []EffectCluster
 	// EffectAnchors are the ids of effects outside the zoomed range, so a
 	// finding's link still finds the outbox lane.
 	EffectAnchors []string
@@ -90,13 +95,17 @@ type Timeline struct {
 	Zoom     ZoomView
 }
 
-// LaneGroup is a collapsible run of lanes: Lanes[From:To].
+// LaneGroup is a collapsible run of lanes, [From, To) in display order.
+// Lanes are those laid out on this answer, the first of the group; More
+// fetches the rest.
 type LaneGroup struct {
 	ID       string
 	Summary  string
 	Open     bool
 	From, To int
 	Flagged  bool // the lanes with findings
+	Lanes    []Lane
+	More     *MoreLink
 }
 
 // Tick is a label on the time axis.
@@ -178,8 +187,9 @@ type Lane struct {
 	Findings    int
 	// Anchors are the ids of attempts outside the zoomed range, so a
 	// finding's link still finds the lane.
-	Anchors []string
-	Culprit bool
+	Anchors        []string
+	Culprit        bool
+	droppedAnchors bool
 }
 
 // Bar is one attempt.
@@ -251,6 +261,9 @@ type Overview struct {
 	// Pieces maps x to time for the script that turns a drag into a range:
 	// "x0 x1 ms0 ms1" for each stretch and gap, comma-separated.
 	Pieces string
+	// Trouble marks the slices of time whose steps have findings, each a
+	// link that zooms to it.
+	Trouble []OverviewTrouble
 }
 
 // OverviewSlice is one slice of the overview with its attempt density.
@@ -286,6 +299,9 @@ type TimelineInput struct {
 	Findings []trace.Finding
 	// Marks are the incident's culprits and effect labels.
 	Marks IncidentMarks
+	// Select chooses the lanes laid out: the zero value, the page's first
+	// answer; a fragment, the lanes it asks for.
+	Select LaneSelection
 	// Range zooms the timeline; only what lies in it is drawn.
 	Range TimeRange
 	// Now, for a live page, is the current time: a running execution's
@@ -309,7 +325,7 @@ func NewTimeline(in TimelineInput) Timeline {
 	tmax, gaps, silence := liveEdge(in, ext.tmax)
 	win := newTimelineWindow(ext.tmin, tmax, in.Range, gaps)
 
-	tl := Timeline{Start: win.tmin, Compact: ext.attempts > compactAbove, TotalLanes: len(run.Steps), Silence: silence}
+	tl := Timeline{Start: win.tmin, Compact: shownAttempts(run, win) > compactAbove, TotalLanes: len(run.Steps), Silence: silence}
 	tl.Ticks = win.sc.ticks(win.tmin)
 	tl.Gaps = placeGapLabels(win.sc.gapMarks)
 	tl.Grid = gridPath(tl.Ticks)
@@ -321,21 +337,25 @@ func NewTimeline(in TimelineInput) Timeline {
 	}
 
 	lc := newLaneContext(in, win, tl.Compact)
-	lanes := make([]Lane, 0, len(run.Steps))
-	for _, s := range run.Steps {
-		lane, hidden := lc.lane(s)
-		tl.Zoom.Hidden += hidden
-		lanes = append(lanes, lane)
+	plan := planLanes(run.Steps, lc, in.Marks)
+	tl.Grouped, tl.Zoom.Hidden = plan.grouped, lc.hiddenAttempts()
+	laid := plan.choose(in.Select)
+	lanes := make([]Lane, 0, len(laid))
+	for _, i := range laid {
+		lanes = append(lanes, lc.lane(run.Steps[plan.order[i]]))
 	}
 	outbox := newOutbox(in, win, lc.stepEffects, lanes)
+	outbox.clustered = countShown(ext.own, win) > maxEffectMarks
 	for _, f := range sortedByTime(ext.own) {
 		outbox.add(f)
 	}
-	tl.Effects, tl.EffectAnchors = outbox.marks, outbox.anchors
-	tl.Zoom.Hidden += len(outbox.anchors)
+	tl.Effects, tl.EffectAnchors, tl.EffectClusters = outbox.marks, outbox.anchors, outbox.clusters()
+	tl.Zoom.Hidden += outbox.hidden
 	placeEffectLabels(tl.Effects)
+	tl.Overview.Trouble = newTrouble(run, in.Findings, win.whole, win.tmin)
 
-	tl.Lanes, tl.Groups, tl.Grouped = groupLanes(lanes)
+	tl.Lanes = lanes
+	tl.Groups, tl.More = plan.layout(lanes, laid, in.Select)
 	return tl
 }
 
@@ -468,19 +488,22 @@ func newLaneContext(in TimelineInput, win timelineWindow, compact bool) laneCont
 	return lc
 }
 
-// lane draws one step's lane; hidden counts its attempts outside the range.
-func (lc laneContext) lane(s trace.Step) (lane Lane, hidden int) {
+// lane draws one step's lane.
+func (lc laneContext) lane(s trace.Step) (lane Lane) {
 	lane = Lane{ID: domID("lane", s.ID), StepID: s.ID, StepName: laneStepName(lc.stepNames[s.ID], s.ToolName()), Tool: s.ToolName(), Effect: s.Class(),
 		ClassTitle: s.ToolName() + ": " + ClassLabel(s.Class()), Findings: lc.findings[s.ID]}
 	var prev *trace.Attempt
 	for j, a := range s.Attempts {
-		if !lc.attempt(&lane, a, prev) {
-			hidden++
-		}
+		lc.attempt(&lane, a, prev)
 		prev = &s.Attempts[j]
 	}
 	if lc.compact {
 		lane.Bars = clusterBars(lane.Bars, &lane.Anchors)
+	}
+	if len(lane.Anchors) > maxLaneAnchors {
+		// A lane of thousands of attempts keeps no id for each: links
+		// to them lead to the attempt's own page instead (linkTargets).
+		lane.Anchors, lane.droppedAnchors = nil, true
 	}
 	if es := lc.stepEffects[s.ID]; len(es) > 0 {
 		lane.EffectCount = len(es)
@@ -488,7 +511,7 @@ func (lc laneContext) lane(s trace.Step) (lane Lane, hidden int) {
 		lane.CountLabel = fmt.Sprintf("%s for %s", plural(len(es), effectNoun(es[0].Provider, false), effectNoun(es[0].Provider, true)), lc.stepNames[s.ID])
 	}
 	placeBarLabels(lane.Bars)
-	return lane, hidden
+	return lane
 }
 
 // attempt adds a's bar, and the arrow from the attempt before it, to the
@@ -538,6 +561,11 @@ type outbox struct {
 	laneIndex map[string]int
 	marks     []EffectMark
 	anchors   []string // effects outside the range
+	hidden    int      // effects outside the range
+	// clustered: too many effects in the range to draw each, so they are
+	// drawn as clusters by position (addToCluster).
+	clustered bool
+	buckets   map[int]*EffectCluster
 }
 
 func newOutbox(in TimelineInput, win timelineWindow, stepEffects map[string][]trace.Effect, lanes []Lane) *outbox {
@@ -560,11 +588,30 @@ func (o *outbox) add(f trace.Effect) {
 	if at.IsZero() {
 		at = o.win.tmax
 	}
-	anchor := EffectAnchor(f.Provider, f.ID)
 	if !o.win.shows(at, at) {
-		o.anchors = append(o.anchors, anchor)
+		o.hidden++
+		if !o.clustered {
+			o.anchors = append(o.anchors, EffectAnchor(f.Provider, f.ID))
+		}
 		return
 	}
+	if o.clustered {
+		// Only its position, its state and, when its step's lane is laid
+		// out, its mark there.
+		m := EffectMark{X: o.win.sc.px(at), State: o.in.States[f.Ref()]}
+		if m.State == "" {
+			m.State = trace.MatchOrphan
+		}
+		if stepID, ok := o.stepOf[f.Ref()]; ok {
+			if _, laid := o.laneIndex[stepID]; laid {
+				m.StepID, m.Href = stepID, EffectURL(o.in.Run.Execution.ID, f.Provider, f.ID)
+				o.linkLane(&m, f)
+			}
+		}
+		o.addToCluster(m, at)
+		return
+	}
+	anchor := EffectAnchor(f.Provider, f.ID)
 	m := EffectMark{X: o.win.sc.px(at), At: o.win.ms(at), Provider: f.Provider, ID: f.ID, State: o.in.States[f.Ref()],
 		Anchor: anchor, Href: EffectURL(o.in.Run.Execution.ID, f.Provider, f.ID), Mark: o.in.Marks.EffectLabels[f.Ref()]}
 	if m.State == "" {
@@ -598,7 +645,11 @@ func (o *outbox) linkLane(m *EffectMark, f trace.Effect) {
 		return
 	}
 	m.Linked, m.LaneID = true, o.lanes[li].ID
-	o.lanes[li].Marks = append(o.lanes[li].Marks, LaneEffect{X: m.X, Href: "#" + m.Anchor, State: m.State,
+	href := "#" + m.Anchor
+	if o.clustered {
+		href = m.Href // the outbox lane draws clusters, with no mark of this effect's own
+	}
+	o.lanes[li].Marks = append(o.lanes[li].Marks, LaneEffect{X: m.X, Href: href, State: m.State,
 		Title: f.Provider + " " + f.ID + " (" + string(m.State) + "), in the outbox lane"})
 }
 
@@ -851,53 +902,6 @@ func textWidth(s string, font float64) float64 {
 		}
 	}
 	return w * font
-}
-
-// groupLanes orders the lanes for display and groups them: a few lanes
-// show as they are; many are grouped, lanes with findings or an incident
-// first and expanded, the rest in collapsed chunks in step order.
-func groupLanes(lanes []Lane) ([]Lane, []LaneGroup, bool) {
-	if len(lanes) <= groupAbove {
-		return lanes, []LaneGroup{{ID: "lanes-all", Open: true, From: 0, To: len(lanes)}}, false
-	}
-	flagged := func(l Lane) bool { return l.Findings > 0 || l.Duplicate || l.Culprit }
-	out := make([]Lane, 0, len(lanes))
-	var groups []LaneGroup
-	for _, l := range lanes {
-		if flagged(l) {
-			out = append(out, l)
-		}
-	}
-	if n := len(out); n > 0 {
-		findings := 0
-		for _, l := range out {
-			findings += l.Findings
-		}
-		groups = append(groups, LaneGroup{ID: "lanes-flagged", Open: true, From: 0, To: n, Flagged: true,
-			Summary: fmt.Sprintf("Steps with findings · %s · %s", plural(n, "lane", "lanes"), plural(findings, "finding", "findings"))})
-	}
-	var rest []int
-	for i, l := range lanes {
-		if !flagged(l) {
-			rest = append(rest, i)
-		}
-	}
-	for c := 0; c < len(rest); c += groupSize {
-		chunk := rest[c:min(c+groupSize, len(rest))]
-		from := len(out)
-		attempts := 0
-		tools := map[string]int{}
-		for _, i := range chunk {
-			out = append(out, lanes[i])
-			attempts += len(lanes[i].Bars) + len(lanes[i].Anchors)
-			tools[lanes[i].Tool]++
-		}
-		first, last := lanes[chunk[0]].StepID, lanes[chunk[len(chunk)-1]].StepID
-		groups = append(groups, LaneGroup{ID: "lanes-" + strconv.Itoa(c/groupSize+1), From: from, To: len(out),
-			Open:    len(groups) == 0,
-			Summary: fmt.Sprintf("%s … %s · %s · %s · %s", first, last, plural(len(chunk), "lane", "lanes"), plural(attempts, "attempt", "attempts"), topTools(tools))})
-	}
-	return out, groups, true
 }
 
 // topTools names the commonest tools of a group: "fetch_page ×30, send_email ×20".
@@ -1318,9 +1322,22 @@ func newOverview(run trace.Run, states map[trace.EffectRef]trace.MatchState, sc 
 		h := max(2, float64(n)/float64(max(top, 1))*(overviewH-10))
 		o.Slices = append(o.Slices, OverviewSlice{X: float64(i) * sliceW, W: sliceW - 1, H: h})
 	}
-	for _, f := range run.OwnEffects() {
-		if !f.At.IsZero() {
-			o.Effects = append(o.Effects, OverviewEffect{X: sc.px(f.At), Duplicate: states[f.Ref()] == trace.MatchDuplicate})
+	// One mark per slice and kind, so the overview costs the same
+	// whatever the number of effects.
+	seen := map[OverviewEffect]bool{}
+	own := run.OwnEffects()
+	for _, f := range own {
+		if f.At.IsZero() {
+			continue
+		}
+		i := min(max(int(sc.px(f.At)/sliceW), 0), overviewSlices-1)
+		e := OverviewEffect{X: (float64(i) + 0.5) * sliceW, Duplicate: states[f.Ref()] == trace.MatchDuplicate}
+		if len(own) <= overviewSlices {
+			e.X = sc.px(f.At) // few: each where it happened
+		}
+		if !seen[e] {
+			seen[e] = true
+			o.Effects = append(o.Effects, e)
 		}
 	}
 	o.Gaps = sc.gapMarks

@@ -60,8 +60,24 @@ func bigRun() trace.Run {
 }
 
 func bigTimeline(run trace.Run, r views.TimeRange, marks views.IncidentMarks) views.Timeline {
+	return selectedTimeline(run, r, marks, views.LaneSelection{})
+}
+
+func selectedTimeline(run trace.Run, r views.TimeRange, marks views.IncidentMarks, sel views.LaneSelection) views.Timeline {
 	return views.NewTimeline(views.TimelineInput{Run: run, Gaps: trace.Gaps(run, trace.DefaultConfig), States: trace.EffectStates(run),
-		Findings: trace.AuditRun(run, trace.DefaultConfig), Range: r, Marks: marks})
+		Findings: trace.AuditRun(run, trace.DefaultConfig), Range: r, Marks: marks, Select: sel})
+}
+
+// allLanes is the timeline with every lane laid out, as the page's
+// fragments bring them (100 a fragment) in display order.
+func allLanes(run trace.Run, r views.TimeRange, marks views.IncidentMarks) views.Timeline {
+	tl := bigTimeline(run, r, marks)
+	tl.Lanes = nil
+	for offset := 0; offset < len(run.Steps); offset += 100 {
+		f := selectedTimeline(run, r, marks, views.LaneSelection{Fragment: true, Offset: offset, End: len(run.Steps)})
+		tl.Lanes = append(tl.Lanes, f.Lanes...)
+	}
+	return tl
 }
 
 // labelBox is a label's estimated box in its row's SVG.
@@ -156,7 +172,7 @@ func overlaps(ls []labelBox) []string {
 // the chart with a width no smaller than the test's own estimate.
 func TestTimelineBigLayout(t *testing.T) {
 	run := bigRun()
-	tl := bigTimeline(run, views.TimeRange{}, views.IncidentMarks{})
+	tl := allLanes(run, views.TimeRange{}, views.IncidentMarks{})
 	if n := len(tl.Lanes); n != 300 {
 		t.Fatalf("lanes: got %d, want 300", n)
 	}
@@ -205,7 +221,7 @@ func TestTimelineBigLayout(t *testing.T) {
 	if !tl.Grouped || !tl.Groups[0].Flagged || !tl.Groups[0].Open {
 		t.Fatalf("groups: got grouped %v, first %+v, want the flagged lanes first, open", tl.Grouped, tl.Groups[0])
 	}
-	for _, l := range tl.Lanes[tl.Groups[0].From:tl.Groups[0].To] {
+	for _, l := range tl.Lanes[tl.Groups[0].From:tl.Groups[0].To] { // in display order, as fragments bring them
 		if l.Findings == 0 && !l.Duplicate {
 			t.Errorf("flagged group: got %s with no finding", l.StepID)
 		}
@@ -223,7 +239,7 @@ func TestTimelineBigLayout(t *testing.T) {
 func TestTimelineZoom(t *testing.T) {
 	run := bigRun()
 	r := views.TimeRange{From: 2 * time.Second, To: 4500 * time.Millisecond}
-	tl := bigTimeline(run, r, views.IncidentMarks{})
+	tl := allLanes(run, r, views.IncidentMarks{})
 	from, to := r.From.Milliseconds(), r.To.Milliseconds()
 	bars, clipped := 0, 0
 	for _, l := range tl.Lanes {
@@ -274,8 +290,9 @@ func TestTimelineZoom(t *testing.T) {
 		t.Errorf("overview range: got x %.1f w %.1f, want a part of the whole (w %.1f)", tl.Overview.RangeX, tl.Overview.RangeW, whole.Overview.RangeW)
 	}
 
-	// Every attempt's id is still on the page, drawn or kept as an anchor.
-	doc := renderFragment(t, views.TimelineBlock(tl))
+	// Every attempt's id is still in the lanes, drawn or kept as an
+	// anchor, whether on the first answer or in a fragment.
+	doc := renderFragment(t, views.LanesFragment(tl))
 	ids := map[string]bool{}
 	for d := range doc.Descendants() {
 		if d.Type == html.ElementNode && attr(d, "id") != "" {

@@ -173,6 +173,7 @@ func TestBrowserDetailBesideClick(t *testing.T) {
 			name := fmt.Sprintf("%s at %d×%d", v.name, size.w, size.h)
 			browserDo(t, ctx, "viewport "+name, chromedp.EmulateViewport(size.w, size.h))
 			browserLoad(t, ctx, srv.url+v.path)
+			expandAll(t, ctx) // the lanes past the first 25, as a reader's "show more" brings them
 			far := browserEval[*farLink](t, ctx, farLinkJS+"("+strconv.Quote(v.sel)+")")
 			if far == nil {
 				t.Fatalf("%s: got no %s on the page, want the execution's attempts", name, v.sel)
@@ -242,6 +243,7 @@ func TestBrowserDetailBesideClick(t *testing.T) {
 	// The close button closes the sheet too.
 	browserDo(t, ctx, "viewport 390", chromedp.EmulateViewport(390, 844))
 	browserLoad(t, ctx, srv.url+views.ExecutionURL(manyExec))
+	expandAll(t, ctx)
 	far := browserEval[*farLink](t, ctx, farLinkJS+`("a.attempt-link")`)
 	if far == nil {
 		t.Fatal("no attempt link at 390 px")

@@ -75,6 +75,19 @@ func bigEvents() []map[string]any {
 	return events
 }
 
+// expandAll follows every "show more" link of the page, as a reader's
+// clicks would, each fetching its fragment in place, until none is left;
+// it returns how many it followed.
+func expandAll(t *testing.T, ctx context.Context) int {
+	t.Helper()
+	for n := 0; ; n++ {
+		if !browserEval[bool](t, ctx, `(() => { const a = document.querySelector('a[data-more]'); if (!a) return false; a.click(); return true; })()`) {
+			return n
+		}
+		browserWait(t, ctx, "a fragment in place", `!document.querySelector('[data-loading]')`)
+	}
+}
+
 // textBox is a visible text's box in the page, as the browser laid it out.
 type textBox struct {
 	Text                     string
@@ -186,8 +199,12 @@ func TestBrowserTimelineBig(t *testing.T) {
 	browserDo(t, ctx, "viewport 1440×900", chromedp.EmulateViewport(1440, 900))
 	setColorScheme(t, ctx, "light")
 	browserLoad(t, ctx, page)
+	if n := browserEval[int](t, ctx, `document.querySelectorAll('[data-testid=lane]').length`); n != 25 {
+		t.Fatalf("lanes as the page loads: got %d, want the first 25", n)
+	}
+	expandAll(t, ctx)
 	if n := browserEval[int](t, ctx, `document.querySelectorAll('[data-testid=lane]').length`); n != 300 {
-		t.Fatalf("lanes: got %d, want all 300 on the page", n)
+		t.Fatalf("lanes after following every link: got %d, want all 300", n)
 	}
 	checkNoOverlap(t, browserEval[[]textBox](t, ctx, measureLabels), "1440 light")
 	checkContrast(t, ctx, "1440 light")
@@ -232,6 +249,7 @@ func TestBrowserTimelineBig(t *testing.T) {
 	t.Run("zoomed URL", func(t *testing.T) {
 		const from, to = 2.0, 4.5
 		browserLoad(t, ctx, fmt.Sprintf("%s?from=%g&to=%g", page, from, to))
+		expandAll(t, ctx)
 		type drawn struct {
 			Bars, Effects, Ticks []string
 			Counts               []int
@@ -306,6 +324,7 @@ func TestBrowserTimelineBig(t *testing.T) {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
+		expandAll(t, ctx)
 		if n := browserEval[int](t, ctx, `document.querySelectorAll('[data-testid=attempt]').length`); n == 0 || n >= 750 {
 			t.Errorf("after the drag: got %d bars, want part of the 750", n)
 		}

@@ -76,7 +76,7 @@ func (s *Server) pushFragments(ctx context.Context, conn *websocket.Conn, id str
 	fragments := map[string]string{}
 	for target, component := range map[string]templ.Component{
 		"execution-header": views.ExecutionHeader(v),
-		"findings":         views.FindingsPanel(v.Findings),
+		"findings":         views.FindingGroups(v.FindingGroups, len(v.Findings)),
 		"timeline":         views.TimelineBlock(v.Timeline),
 	} {
 		var buf bytes.Buffer

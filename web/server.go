@@ -141,11 +141,17 @@ func (s *Server) routes() {
 	e.GET("/executions/:id", s.handleExecutionShowPage)
 	e.GET("/executions/:id/attempt", s.handleAttemptPage)
 	e.GET("/executions/:id/effect", s.handleEffectPage)
+	e.GET("/executions/:id/lanes", s.handleExecutionLanes)
+	e.GET("/executions/:id/findings", s.handleExecutionFindings)
+	e.GET("/executions/:id/incidents", s.handleExecutionIncidents)
 	// Twins taking the id in the query, for ids a path cannot carry
 	// (views/urls.go says which).
 	e.GET("/execution", s.handleExecutionShowPage)
 	e.GET("/execution/attempt", s.handleAttemptPage)
 	e.GET("/execution/effect", s.handleEffectPage)
+	e.GET("/execution/lanes", s.handleExecutionLanes)
+	e.GET("/execution/findings", s.handleExecutionFindings)
+	e.GET("/execution/incidents", s.handleExecutionIncidents)
 	e.GET("/outbox", s.handleOutboxPage)
 	e.GET("/outbox/messages", s.handleMessagePage)
 	e.GET("/outbox/messages/html", s.handleMessageHTML)

@@ -94,6 +94,54 @@
     box.scrollLeft = kept.left;
   }).observe(document.body, { childList: true, subtree: true });
 
+  // "Show more" links: the page's first answer is bounded, and each such
+  // link names a fragment the server renders. Without the script it opens
+  // as a page; with it, the fragment's items replace the link's slot. A
+  // collapsed group of lanes loads when opened, and lanes load as the
+  // reader scrolls to the end of those shown.
+  function loadMore(a) {
+    var slot = a.closest("[data-more-slot]");
+    if (!slot || slot.getAttribute("data-loading")) return;
+    slot.setAttribute("data-loading", "1");
+    fetch(a.getAttribute("href"), { headers: { "X-Oncetrace-Fragment": "1" } })
+      .then(function (r) { if (!r.ok) throw new Error(r.status); return r.text(); })
+      .then(function (html) {
+        var t = document.createElement("template");
+        t.innerHTML = html;
+        var added = Array.prototype.slice.call(t.content.querySelectorAll("[data-more-slot]"));
+        slot.replaceWith(t.content);
+        added.forEach(watch);
+      })
+      .catch(function () { window.location.href = a.getAttribute("href"); });
+  }
+  document.addEventListener("click", function (e) {
+    var a = e.target.closest && e.target.closest("a[data-more]");
+    if (!a || e.ctrlKey || e.metaKey || e.shiftKey || e.button > 0) return;
+    e.preventDefault();
+    loadMore(a);
+  });
+  document.addEventListener("toggle", function (e) {
+    var g = e.target;
+    if (!g.classList || !g.classList.contains("tl-group") || !g.open) return;
+    if (g.querySelector(".lane")) return;
+    var a = g.querySelector(".tl-more a[data-more]");
+    if (a) loadMore(a);
+  }, true);
+  var seen = "IntersectionObserver" in window ? new IntersectionObserver(function (entries) {
+    entries.forEach(function (en) {
+      if (!en.isIntersecting) return;
+      var g = en.target.closest("details");
+      if (g && !g.open) return;
+      seen.unobserve(en.target);
+      var a = en.target.querySelector("a[data-more]");
+      if (a) loadMore(a);
+    });
+  }, { rootMargin: "400px" }) : null;
+  function watch(slot) {
+    if (seen && slot.classList.contains("tl-more") && slot.closest(".tl-group") && slot.previousElementSibling && slot.previousElementSibling.classList.contains("lane")) seen.observe(slot);
+  }
+  document.querySelectorAll(".tl-more[data-more-slot]").forEach(watch);
+
   // The overview: a drag selects a range and loads ?from=&to= (seconds
   // since the start). data-pieces maps x to time: "x0 x1 ms0 ms1,…".
   var ov = document.querySelector(".tl-overview[data-pieces]");
