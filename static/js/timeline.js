@@ -92,6 +92,8 @@
     });
     box.scrollTop = kept.top;
     box.scrollLeft = kept.left;
+    // The new timeline's "show more" slots load as the old ones did.
+    box.querySelectorAll(".tl-more[data-more-slot]").forEach(watch);
   }).observe(document.body, { childList: true, subtree: true });
 
   // "Show more" links: the page's first answer is bounded, and each such
