@@ -336,12 +336,16 @@ type EffectFilter struct {
 	State       trace.MatchState
 	ExecutionID string
 	Key         string
+	Search      EffectSearch
 	Cursor      string
 	Limit       int
 }
 
 // Effects returns effects duplicates first, then orphans, then matched,
-// each group by provider and time, and the cursor of the next page.
+// each group by provider and time, and the cursor of the next page. A
+// search that reads rows for what no index holds stops after
+// MaxEffectScan of them: a page shorter than asked with a cursor means
+// that more effects remain to be searched.
 func (db *DB) Effects(ctx context.Context, f EffectFilter) ([]EffectRow, string, error) {
 	return effects(ctx, db.read, f)
 }
@@ -361,8 +365,11 @@ func effects(ctx context.Context, q querier, f EffectFilter) ([]EffectRow, strin
 		where, args = append(where, "execution_id = ?"), append(args, f.ExecutionID)
 	}
 	if f.Key != "" {
-		where, args = append(where, "idempotency_key = ?"), append(args, f.Key)
+		// Stating effects_key's condition lets the partial index serve.
+		where, args = append(where, "idempotency_key != '' AND idempotency_key = ?"), append(args, f.Key)
 	}
+	searchWhere, searchArgs := f.Search.indexed()
+	where, args = append(where, searchWhere...), append(args, searchArgs...)
 	// effects_outbox (effects_provider_outbox when a provider is asked for)
 	// serves this order, so a page reads only its rows.
 	const order = `state_rank, provider, sort_at, effect_id`
@@ -385,12 +392,22 @@ func effects(ctx context.Context, q querier, f EffectFilter) ([]EffectRow, strin
 		}
 		where = append(where, "("+strings.Join(free, ", ")+") > ("+strings.Join(marks, ", ")+")")
 	}
-	query := `SELECT ` + effectColumns + `, state, state_rank FROM effects`
+	columns := effectColumns + `, state, state_rank`
+	if f.Search.From != "" {
+		// The envelope sender is the kept message's: one seek in
+		// messages_effect a row read.
+		columns += `, coalesce((SELECT mail_from FROM messages m WHERE m.provider = effects.provider AND m.effect_id = effects.effect_id), '')`
+	}
+	query := `SELECT ` + columns + ` FROM effects`
 	if len(where) > 0 {
 		query += " WHERE " + strings.Join(where, " AND ")
 	}
 	query += " ORDER BY " + order + " LIMIT ?"
-	args = append(args, limit+1)
+	read := limit + 1
+	if f.Search.Scans() {
+		read = MaxEffectScan
+	}
+	args = append(args, read)
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("store: effects: %w", err)
@@ -398,17 +415,33 @@ func effects(ctx context.Context, q querier, f EffectFilter) ([]EffectRow, strin
 	defer rows.Close()
 	out := []EffectRow{}
 	var ranks []int
-	for rows.Next() {
+	scanned := 0
+	var last EffectRow // the last row read, where a capped search resumes
+	var lastRank int
+	for len(out) <= limit && rows.Next() {
 		var r EffectRow
 		var rk int
-		if r.Effect, err = scanEffect(rows, &r.State, &rk); err != nil {
+		var from string
+		extra := []any{&r.State, &rk}
+		if f.Search.From != "" {
+			extra = append(extra, &from)
+		}
+		if r.Effect, err = scanEffect(rows, extra...); err != nil {
 			return nil, "", fmt.Errorf("store: effects: %w", err)
+		}
+		scanned, last, lastRank = scanned+1, r, rk
+		if !f.Search.matches(r.Effect, from) {
+			continue
 		}
 		out = append(out, r)
 		ranks = append(ranks, rk)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, "", fmt.Errorf("store: effects: %w", err)
+	}
+	if len(out) <= limit && f.Search.Scans() && scanned == read {
+		// The scan stopped before a page matched: the cursor resumes it.
+		return out, encodeEffectCursor(lastRank, last.Provider, effectSortAt(last.At), last.ID), nil
 	}
 	next := ""
 	if len(out) > limit {

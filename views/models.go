@@ -136,9 +136,12 @@ type OutboxRow struct {
 
 // OutboxView is the outbox page.
 type OutboxView struct {
-	Rows            []OutboxRow
-	Provider, State string
-	NextURL         string
+	Rows               []OutboxRow
+	Q, Provider, State string
+	NextURL            string
+	// ScanLimit, when not 0, is how many effects a page of this search
+	// reads at most for what no index holds: "More" may find more.
+	ScanLimit int
 }
 
 // KeyAttempt is an attempt that carried a key, with where it belongs.

@@ -187,7 +187,10 @@ func (s *Server) handleOutboxPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	v := views.OutboxView{Provider: f.Provider, State: string(f.State)}
+	v := views.OutboxView{Q: c.QueryParam("q"), Provider: f.Provider, State: string(f.State)}
+	if f.Search.Scans() {
+		v.ScanLimit = store.MaxEffectScan
+	}
 	for _, r := range rows {
 		v.Rows = append(v.Rows, views.OutboxRow{Effect: r.Effect, State: r.State, MessageURL: messages[r.Ref()]})
 	}
