@@ -34,8 +34,11 @@ type ExecutionFilter struct {
 	// value (or key:value), tool or worker, or of a part of free text.
 	Q        string
 	From, To time.Time // start time range, inclusive
-	Cursor   string    // from a previous page's Next
-	Limit    int
+	// BySeverity lists critical executions first, then unverified, then
+	// the rest, each newest first, instead of all newest first.
+	BySeverity bool
+	Cursor     string // from a previous page's Next
+	Limit      int
 }
 
 // MaxPageSize bounds every list.
@@ -87,13 +90,82 @@ func listExecutions(ctx context.Context, q querier, f ExecutionFilter) ([]Execut
 	if !f.To.IsZero() {
 		where, args = append(where, "sort_at <= ?"), append(args, f.To.UnixNano())
 	}
+	if !f.BySeverity || f.AuditState != "" {
+		var after *executionCursor
+		if f.Cursor != "" {
+			at, id, err := decodeCursor(f.Cursor)
+			if err != nil {
+				return nil, "", err
+			}
+			after = &executionCursor{at: at, id: id}
+		}
+		out, last, err := executionsPage(ctx, q, where, args, after, limit)
+		if err != nil || len(out) <= limit {
+			return out, "", err
+		}
+		return out[:limit], encodeCursor(last[limit-1], out[limit-1].ID), nil
+	}
+	// By severity: one page of each group in turn, each read newest first
+	// in executions_state (the last in executions_newest), until the page
+	// is full; the cursor names the group it stopped in.
+	group, after := 0, (*executionCursor)(nil)
 	if f.Cursor != "" {
-		at, id, err := decodeCursor(f.Cursor)
+		key, err := decodeKeyCursor(f.Cursor, 3)
 		if err != nil {
 			return nil, "", err
 		}
-		where = append(where, "(sort_at < ? OR (sort_at = ? AND execution_id < ?))")
-		args = append(args, at, at, id)
+		g, ok0 := key[0].(int64)
+		at, ok1 := key[1].(int64)
+		id, ok2 := key[2].(string)
+		if !ok0 || !ok1 || !ok2 || g < 0 || int(g) >= len(severityGroups) {
+			return nil, "", ErrBadCursor
+		}
+		group, after = int(g), &executionCursor{at: at, id: id}
+	}
+	var out []ExecutionSummary
+	var sortAts []int64
+	var groups []int
+	for ; group < len(severityGroups) && len(out) <= limit; group, after = group+1, nil {
+		g := severityGroups[group]
+		rows, ats, err := executionsPage(ctx, q, append(slices.Clone(where), g.cond), append(slices.Clone(args), g.args...), after, limit-len(out))
+		if err != nil {
+			return nil, "", err
+		}
+		out, sortAts = append(out, rows...), append(sortAts, ats...)
+		for range rows {
+			groups = append(groups, group)
+		}
+	}
+	if len(out) <= limit {
+		return out, "", nil
+	}
+	last := limit - 1
+	return out[:limit], encodeKeyCursor([]any{groups[last], sortAts[last], out[last].ID}), nil
+}
+
+// severityGroups are the executions list's groups by severity, worst
+// first: the rest holds clean ones and any not audited yet.
+var severityGroups = []struct {
+	cond string
+	args []any
+}{
+	{"audit_state = ?", []any{string(trace.StateCritical)}},
+	{"audit_state = ?", []any{string(trace.StateUnverified)}},
+	{"audit_state NOT IN (?, ?)", []any{string(trace.StateCritical), string(trace.StateUnverified)}},
+}
+
+// executionCursor is where a page of executions, newest first, resumes.
+type executionCursor struct {
+	at int64
+	id string
+}
+
+// executionsPage reads up to limit+1 executions matching where, newest
+// first, after the cursor if any, with each one's sort_at.
+func executionsPage(ctx context.Context, q querier, where []string, args []any, after *executionCursor, limit int) ([]ExecutionSummary, []int64, error) {
+	if after != nil {
+		where = append(slices.Clone(where), "(sort_at < ? OR (sort_at = ? AND execution_id < ?))")
+		args = append(slices.Clone(args), after.at, after.at, after.id)
 	}
 	query := `SELECT ` + executionColumns + `, sort_at, steps, attempts, retries, dedupes, replays, effects, findings, critical_findings, audit_state
 		FROM executions`
@@ -101,10 +173,10 @@ func listExecutions(ctx context.Context, q querier, f ExecutionFilter) ([]Execut
 		query += " WHERE " + strings.Join(where, " AND ")
 	}
 	query += " ORDER BY sort_at DESC, execution_id DESC LIMIT ?"
-	args = append(args, limit+1)
+	args = append(slices.Clone(args), limit+1)
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, "", fmt.Errorf("store: list executions: %w", err)
+		return nil, nil, fmt.Errorf("store: list executions: %w", err)
 	}
 	defer rows.Close()
 	var out []ExecutionSummary
@@ -114,21 +186,16 @@ func listExecutions(ctx context.Context, q querier, f ExecutionFilter) ([]Execut
 		var sortAt int64
 		x, err := scanExecution(rows, &sortAt, &s.Steps, &s.Attempts, &s.Retries, &s.Dedupes, &s.Replays, &s.Effects, &s.Findings, &s.CriticalFindings, &s.AuditState)
 		if err != nil {
-			return nil, "", fmt.Errorf("store: list executions: %w", err)
+			return nil, nil, fmt.Errorf("store: list executions: %w", err)
 		}
 		s.Execution = x
 		out = append(out, s)
 		sortAts = append(sortAts, sortAt)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, "", fmt.Errorf("store: list executions: %w", err)
+		return nil, nil, fmt.Errorf("store: list executions: %w", err)
 	}
-	next := ""
-	if len(out) > limit {
-		out = out[:limit]
-		next = encodeCursor(sortAts[limit-1], out[limit-1].ID)
-	}
-	return out, next, nil
+	return out, sortAts, nil
 }
 
 func pageSize(n int) int {

@@ -29,9 +29,10 @@ func (r ExecutionRow) Duration() string {
 // ListFilter is the executions page's form, as the user typed it.
 type ListFilter struct {
 	Status, Audit, Name, HasFindings, Q, From, To string
+	Sort                                          string // "" (newest first) or "severity"
 }
 
-// Active reports whether any filter is set.
+// Active reports whether any filter or order is set.
 func (f ListFilter) Active() bool { return f != ListFilter{} }
 
 // ExecutionsView is the executions page.

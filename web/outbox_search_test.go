@@ -92,3 +92,40 @@ func TestOutboxSearch(t *testing.T) {
 		}
 	}
 }
+
+// GET /api/v1/executions?sort=severity lists critical executions first;
+// the page keeps the order in its form; an unknown order is a 400.
+func TestExecutionsSortBySeverity(t *testing.T) {
+	base := startPagesServer(t)
+	postUIEvents(t, base, uiEvents())
+	r := fetchPage(t, base+"/api/v1/executions?sort=severity", false)
+	var got struct {
+		Executions []struct {
+			ID    string `json:"execution_id"`
+			Audit string `json:"audit_state"`
+		} `json:"executions"`
+	}
+	if err := json.Unmarshal(r.body, &got); err != nil || r.status != http.StatusOK {
+		t.Fatalf("sort=severity: got %d %s, want 200", r.status, r.body)
+	}
+	rank := map[string]int{"critical": 0, "unverified": 1}
+	var ranks []int
+	for _, x := range got.Executions {
+		k, ok := rank[x.Audit]
+		if !ok {
+			k = 2
+		}
+		ranks = append(ranks, k)
+	}
+	if len(ranks) < 2 || ranks[0] != 0 || !slices.IsSorted(ranks) || ranks[len(ranks)-1] == 0 {
+		t.Errorf("sort=severity: got ranks %v, want critical (0) first, sorted, and some not critical", ranks)
+	}
+	page := fetchPage(t, base+"/?sort=severity", false)
+	if !strings.Contains(string(page.body), `<option value="severity" selected>`) {
+		t.Errorf("/?sort=severity: the form does not keep the order")
+	}
+	if r := fetchPage(t, base+"/api/v1/executions?sort=worst", false); r.status != http.StatusBadRequest ||
+		!strings.Contains(string(r.body), "sort: must be newest or severity") {
+		t.Errorf("sort=worst: got %d %s, want 400 naming sort", r.status, r.body)
+	}
+}

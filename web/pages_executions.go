@@ -20,7 +20,7 @@ func (s *Server) handleExecutionListPage(c echo.Context) error {
 	if err := bindQuery(c, &q); err != nil {
 		return err
 	}
-	form := views.ListFilter{Status: q.Status, Audit: q.Audit, Name: q.Name, HasFindings: q.HasFindings, Q: q.Q, From: q.From, To: q.To}
+	form := views.ListFilter{Status: q.Status, Audit: q.Audit, Name: q.Name, HasFindings: q.HasFindings, Q: q.Q, From: q.From, To: q.To, Sort: q.Sort}
 	if unknown := unknownParams(c, executionListParams); len(unknown) > 0 {
 		// The form again, with what was wrong, rather than an error page:
 		// a link from an old bookmark or another tool is fixed here.
