@@ -169,6 +169,7 @@ func (s *Server) routes() {
 	api.GET("/compare", s.handleCompare)
 	api.GET("/stream", s.handleStream)
 	api.GET("/live", s.handleLiveSocket)
+	api.GET("/live/origin", s.handleLiveOrigin)
 
 	e.POST(otlpTracesPath, s.handleOTLPTraces, s.requireIngestToken)
 	e.POST(otlpLogsPath, s.handleOTLPLogs, s.requireIngestToken)
