@@ -3,6 +3,7 @@ package web
 import (
 	"context"
 	"net/http"
+	"strconv"
 
 	"github.com/labstack/echo/v4"
 
@@ -35,6 +36,11 @@ func (s *Server) loadKey(ctx context.Context, key string) (views.KeyView, store.
 	r, err := s.cfg.DB.ReadKey(ctx, key)
 	if err != nil {
 		return views.KeyView{}, r, err
+	}
+	if len(r.Attempts) == 0 && len(r.Effects) == 0 && len(r.Findings) == 0 {
+		// Nothing carried it: a 404, not an empty page that reads as
+		// "this key was used and nothing happened".
+		return views.KeyView{}, r, notFoundError{msg: "idempotency_key: nothing carried the key " + strconv.Quote(key)}
 	}
 	effects := make([]views.OutboxRow, len(r.Effects))
 	for i, e := range r.Effects {
