@@ -173,6 +173,19 @@ type findingQuery struct {
 	Cursor      string `query:"cursor"`
 }
 
+func (q findingQuery) filter() (store.FindingFilter, error) {
+	f := store.FindingFilter{ExecutionID: q.ExecutionID, Rule: trace.Rule(q.Rule), Severity: trace.Severity(q.Severity), Cursor: q.Cursor}
+	if _, known := trace.Severities[f.Rule]; q.Rule != "" && !known {
+		return f, badQuery("rule: unknown rule " + q.Rule)
+	}
+	if q.Severity != "" && f.Severity != trace.SeverityCritical && f.Severity != trace.SeverityWarning {
+		return f, badQuery("severity: must be critical or warning")
+	}
+	var err error
+	f.Limit, err = parseLimit(q.Limit)
+	return f, err
+}
+
 // findingListResponse is a page of findings: Critical counts the critical
 // ones in it (they come first), Next is the cursor of the next page.
 type findingListResponse struct {
@@ -190,18 +203,9 @@ func (s *Server) handleFindingList(c echo.Context) error {
 	if err := bindQuery(c, &q); err != nil {
 		return err
 	}
-	f := store.FindingFilter{ExecutionID: q.ExecutionID, Rule: trace.Rule(q.Rule), Severity: trace.Severity(q.Severity), Cursor: q.Cursor}
-	if _, known := trace.Severities[f.Rule]; q.Rule != "" && !known {
-		return badQuery("rule: unknown rule " + q.Rule)
-	}
-	if q.Severity != "" && f.Severity != trace.SeverityCritical && f.Severity != trace.SeverityWarning {
-		return badQuery("severity: must be critical or warning")
-	}
-	if q.Limit != "" {
-		var err error
-		if f.Limit, err = parseLimit(q.Limit); err != nil {
-			return err
-		}
+	f, err := q.filter()
+	if err != nil {
+		return err
 	}
 	findings, next, err := s.cfg.DB.FindingsPage(c.Request().Context(), f)
 	if err != nil {
