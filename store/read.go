@@ -47,8 +47,9 @@ const MaxPageSize = 1000
 // ErrBadCursor means a cursor did not come from this server.
 var ErrBadCursor = fmt.Errorf("cursor: not a cursor this server issued")
 
-// ListExecutions returns executions newest first, and the cursor of the
-// next page ("" on the last one).
+// ListExecutions returns executions newest first (by severity first with
+// f.BySeverity), and the cursor of the next page ("" on the last one): at
+// most three page reads and a search's count, in one read transaction.
 func (db *DB) ListExecutions(ctx context.Context, f ExecutionFilter) (list []ExecutionSummary, next string, err error) {
 	err = db.inReadTx(ctx, func(tx querier) error {
 		list, next, err = listExecutions(ctx, tx, f)
