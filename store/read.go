@@ -34,8 +34,11 @@ type ExecutionFilter struct {
 	// value (or key:value), tool or worker, or of a part of free text.
 	Q        string
 	From, To time.Time // start time range, inclusive
-	Cursor   string    // from a previous page's Next
-	Limit    int
+	// BySeverity lists critical executions first, then unverified, then
+	// the rest, each newest first, instead of all newest first.
+	BySeverity bool
+	Cursor     string // from a previous page's Next
+	Limit      int
 }
 
 // MaxPageSize bounds every list.
@@ -44,8 +47,9 @@ const MaxPageSize = 1000
 // ErrBadCursor means a cursor did not come from this server.
 var ErrBadCursor = fmt.Errorf("cursor: not a cursor this server issued")
 
-// ListExecutions returns executions newest first, and the cursor of the
-// next page ("" on the last one).
+// ListExecutions returns executions newest first (by severity first with
+// f.BySeverity), and the cursor of the next page ("" on the last one): at
+// most three page reads and a search's count, in one read transaction.
 func (db *DB) ListExecutions(ctx context.Context, f ExecutionFilter) (list []ExecutionSummary, next string, err error) {
 	err = db.inReadTx(ctx, func(tx querier) error {
 		list, next, err = listExecutions(ctx, tx, f)
@@ -87,13 +91,82 @@ func listExecutions(ctx context.Context, q querier, f ExecutionFilter) ([]Execut
 	if !f.To.IsZero() {
 		where, args = append(where, "sort_at <= ?"), append(args, f.To.UnixNano())
 	}
+	if !f.BySeverity || f.AuditState != "" {
+		var after *executionCursor
+		if f.Cursor != "" {
+			at, id, err := decodeCursor(f.Cursor)
+			if err != nil {
+				return nil, "", err
+			}
+			after = &executionCursor{at: at, id: id}
+		}
+		out, last, err := executionsPage(ctx, q, where, args, after, limit)
+		if err != nil || len(out) <= limit {
+			return out, "", err
+		}
+		return out[:limit], encodeCursor(last[limit-1], out[limit-1].ID), nil
+	}
+	// By severity: one page of each group in turn, each read newest first
+	// in executions_state (the last in executions_newest), until the page
+	// is full; the cursor names the group it stopped in.
+	group, after := 0, (*executionCursor)(nil)
 	if f.Cursor != "" {
-		at, id, err := decodeCursor(f.Cursor)
+		key, err := decodeKeyCursor(f.Cursor, 3)
 		if err != nil {
 			return nil, "", err
 		}
-		where = append(where, "(sort_at < ? OR (sort_at = ? AND execution_id < ?))")
-		args = append(args, at, at, id)
+		g, ok0 := key[0].(int64)
+		at, ok1 := key[1].(int64)
+		id, ok2 := key[2].(string)
+		if !ok0 || !ok1 || !ok2 || g < 0 || int(g) >= len(severityGroups) {
+			return nil, "", ErrBadCursor
+		}
+		group, after = int(g), &executionCursor{at: at, id: id}
+	}
+	var out []ExecutionSummary
+	var sortAts []int64
+	var groups []int
+	for ; group < len(severityGroups) && len(out) <= limit; group, after = group+1, nil {
+		g := severityGroups[group]
+		rows, ats, err := executionsPage(ctx, q, append(slices.Clone(where), g.cond), append(slices.Clone(args), g.args...), after, limit-len(out))
+		if err != nil {
+			return nil, "", err
+		}
+		out, sortAts = append(out, rows...), append(sortAts, ats...)
+		for range rows {
+			groups = append(groups, group)
+		}
+	}
+	if len(out) <= limit {
+		return out, "", nil
+	}
+	last := limit - 1
+	return out[:limit], encodeKeyCursor([]any{groups[last], sortAts[last], out[last].ID}), nil
+}
+
+// severityGroups are the executions list's groups by severity, worst
+// first: the rest holds clean ones and any not audited yet.
+var severityGroups = []struct {
+	cond string
+	args []any
+}{
+	{"audit_state = ?", []any{string(trace.StateCritical)}},
+	{"audit_state = ?", []any{string(trace.StateUnverified)}},
+	{"audit_state NOT IN (?, ?)", []any{string(trace.StateCritical), string(trace.StateUnverified)}},
+}
+
+// executionCursor is where a page of executions, newest first, resumes.
+type executionCursor struct {
+	at int64
+	id string
+}
+
+// executionsPage reads up to limit+1 executions matching where, newest
+// first, after the cursor if any, with each one's sort_at.
+func executionsPage(ctx context.Context, q querier, where []string, args []any, after *executionCursor, limit int) ([]ExecutionSummary, []int64, error) {
+	if after != nil {
+		where = append(slices.Clone(where), "(sort_at < ? OR (sort_at = ? AND execution_id < ?))")
+		args = append(slices.Clone(args), after.at, after.at, after.id)
 	}
 	query := `SELECT ` + executionColumns + `, sort_at, steps, attempts, retries, dedupes, replays, effects, findings, critical_findings, audit_state
 		FROM executions`
@@ -101,10 +174,10 @@ func listExecutions(ctx context.Context, q querier, f ExecutionFilter) ([]Execut
 		query += " WHERE " + strings.Join(where, " AND ")
 	}
 	query += " ORDER BY sort_at DESC, execution_id DESC LIMIT ?"
-	args = append(args, limit+1)
+	args = append(slices.Clone(args), limit+1)
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
-		return nil, "", fmt.Errorf("store: list executions: %w", err)
+		return nil, nil, fmt.Errorf("store: list executions: %w", err)
 	}
 	defer rows.Close()
 	var out []ExecutionSummary
@@ -114,21 +187,16 @@ func listExecutions(ctx context.Context, q querier, f ExecutionFilter) ([]Execut
 		var sortAt int64
 		x, err := scanExecution(rows, &sortAt, &s.Steps, &s.Attempts, &s.Retries, &s.Dedupes, &s.Replays, &s.Effects, &s.Findings, &s.CriticalFindings, &s.AuditState)
 		if err != nil {
-			return nil, "", fmt.Errorf("store: list executions: %w", err)
+			return nil, nil, fmt.Errorf("store: list executions: %w", err)
 		}
 		s.Execution = x
 		out = append(out, s)
 		sortAts = append(sortAts, sortAt)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, "", fmt.Errorf("store: list executions: %w", err)
+		return nil, nil, fmt.Errorf("store: list executions: %w", err)
 	}
-	next := ""
-	if len(out) > limit {
-		out = out[:limit]
-		next = encodeCursor(sortAts[limit-1], out[limit-1].ID)
-	}
-	return out, next, nil
+	return out, sortAts, nil
 }
 
 func pageSize(n int) int {
@@ -336,12 +404,16 @@ type EffectFilter struct {
 	State       trace.MatchState
 	ExecutionID string
 	Key         string
+	Search      EffectSearch
 	Cursor      string
 	Limit       int
 }
 
 // Effects returns effects duplicates first, then orphans, then matched,
-// each group by provider and time, and the cursor of the next page.
+// each group by provider and time, and the cursor of the next page. A
+// search that reads rows for what no index holds stops after
+// MaxEffectScan of them: a page shorter than asked with a cursor means
+// that more effects remain to be searched.
 func (db *DB) Effects(ctx context.Context, f EffectFilter) ([]EffectRow, string, error) {
 	return effects(ctx, db.read, f)
 }
@@ -361,8 +433,11 @@ func effects(ctx context.Context, q querier, f EffectFilter) ([]EffectRow, strin
 		where, args = append(where, "execution_id = ?"), append(args, f.ExecutionID)
 	}
 	if f.Key != "" {
-		where, args = append(where, "idempotency_key = ?"), append(args, f.Key)
+		// Stating effects_key's condition lets the partial index serve.
+		where, args = append(where, "idempotency_key != '' AND idempotency_key = ?"), append(args, f.Key)
 	}
+	searchWhere, searchArgs := f.Search.indexed()
+	where, args = append(where, searchWhere...), append(args, searchArgs...)
 	// effects_outbox (effects_provider_outbox when a provider is asked for)
 	// serves this order, so a page reads only its rows.
 	const order = `state_rank, provider, sort_at, effect_id`
@@ -385,12 +460,22 @@ func effects(ctx context.Context, q querier, f EffectFilter) ([]EffectRow, strin
 		}
 		where = append(where, "("+strings.Join(free, ", ")+") > ("+strings.Join(marks, ", ")+")")
 	}
-	query := `SELECT ` + effectColumns + `, state, state_rank FROM effects`
+	columns := effectColumns + `, state, state_rank`
+	if f.Search.From != "" {
+		// The envelope sender is the kept message's: one seek in
+		// messages_effect a row read.
+		columns += `, coalesce((SELECT mail_from FROM messages m WHERE m.provider = effects.provider AND m.effect_id = effects.effect_id), '')`
+	}
+	query := `SELECT ` + columns + ` FROM effects`
 	if len(where) > 0 {
 		query += " WHERE " + strings.Join(where, " AND ")
 	}
 	query += " ORDER BY " + order + " LIMIT ?"
-	args = append(args, limit+1)
+	read := limit + 1
+	if f.Search.Scans() {
+		read = MaxEffectScan
+	}
+	args = append(args, read)
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("store: effects: %w", err)
@@ -398,17 +483,33 @@ func effects(ctx context.Context, q querier, f EffectFilter) ([]EffectRow, strin
 	defer rows.Close()
 	out := []EffectRow{}
 	var ranks []int
-	for rows.Next() {
+	scanned := 0
+	var last EffectRow // the last row read, where a capped search resumes
+	var lastRank int
+	for len(out) <= limit && rows.Next() {
 		var r EffectRow
 		var rk int
-		if r.Effect, err = scanEffect(rows, &r.State, &rk); err != nil {
+		var from string
+		extra := []any{&r.State, &rk}
+		if f.Search.From != "" {
+			extra = append(extra, &from)
+		}
+		if r.Effect, err = scanEffect(rows, extra...); err != nil {
 			return nil, "", fmt.Errorf("store: effects: %w", err)
+		}
+		scanned, last, lastRank = scanned+1, r, rk
+		if !f.Search.matches(r.Effect, from) {
+			continue
 		}
 		out = append(out, r)
 		ranks = append(ranks, rk)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, "", fmt.Errorf("store: effects: %w", err)
+	}
+	if len(out) <= limit && f.Search.Scans() && scanned == read {
+		// The scan stopped before a page matched: the cursor resumes it.
+		return out, encodeEffectCursor(lastRank, last.Provider, effectSortAt(last.At), last.ID), nil
 	}
 	next := ""
 	if len(out) > limit {

@@ -558,3 +558,48 @@ func TestExecutionNames(t *testing.T) {
 		t.Fatalf("got %v, want %v", got, want)
 	}
 }
+
+// TestListExecutionsBySeverity: sorted by severity, the list gives the
+// critical executions, then the unverified, then the rest, each newest
+// first, and pages of any size walk it whole, each row once.
+func TestListExecutionsBySeverity(t *testing.T) {
+	db, _ := listFixture(t)
+	ctx := context.Background()
+	all, _, err := db.ListExecutions(ctx, store.ExecutionFilter{Limit: store.MaxPageSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, state := range []trace.AuditState{trace.StateCritical, trace.StateUnverified, trace.StateClean} {
+		for _, s := range all {
+			if s.AuditState == state {
+				want = append(want, s.ID)
+			}
+		}
+	}
+	if len(want) != len(all) || want[0] == all[0].ID {
+		t.Fatalf("the fixture's newest execution is critical or some is in no state: got %d of %d in states", len(want), len(all))
+	}
+	for _, size := range []int{1, 2, 3, store.MaxPageSize} {
+		var got []string
+		cursor := ""
+		for range len(all) + 1 {
+			list, next, err := db.ListExecutions(ctx, store.ExecutionFilter{BySeverity: true, Limit: size, Cursor: cursor})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range list {
+				got = append(got, s.ID)
+			}
+			if cursor = next; next == "" {
+				break
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("pages of %d: got %v, want %v", size, got, want)
+		}
+	}
+	if _, _, err := db.ListExecutions(ctx, store.ExecutionFilter{BySeverity: true, Cursor: "bm90IGEgY3Vyc29y"}); !errors.Is(err, store.ErrBadCursor) {
+		t.Errorf("a cursor of the newest-first order: got %v, want ErrBadCursor", err)
+	}
+}

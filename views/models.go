@@ -29,9 +29,10 @@ func (r ExecutionRow) Duration() string {
 // ListFilter is the executions page's form, as the user typed it.
 type ListFilter struct {
 	Status, Audit, Name, HasFindings, Q, From, To string
+	Sort                                          string // "" (newest first) or "severity"
 }
 
-// Active reports whether any filter is set.
+// Active reports whether any filter or order is set.
 func (f ListFilter) Active() bool { return f != ListFilter{} }
 
 // ExecutionsView is the executions page.
@@ -144,9 +145,12 @@ type OutboxRow struct {
 
 // OutboxView is the outbox page.
 type OutboxView struct {
-	Rows            []OutboxRow
-	Provider, State string
-	NextURL         string
+	Rows               []OutboxRow
+	Q, Provider, State string
+	NextURL            string
+	// ScanLimit, when not 0, is how many effects a page of this search
+	// reads at most for what no index holds: "More" may find more.
+	ScanLimit int
 }
 
 // KeyAttempt is an attempt that carried a key, with where it belongs.

@@ -120,14 +120,17 @@ type Tick struct {
 type GapMark struct {
 	X, W, Mid float64
 	Kind      trace.GapKind
-	Label     string // "53 s — no process running", always in the title
-	Workers   string // "w1 → w2"
+	Label     string // "53 s — no process running", "idle 12 s, pid-100"; always in the title
+	Short     string // the label shortened to what it is and its length: "53 s", "idle 12 s"
+	Workers   string // "w1 → w2", or "w1" when one worker was idle
 	Seconds   float64
 	// Shown and ShownWorkers are what fits under the axis ("" when
-	// nothing does); LabelX and LabelAnchor place both.
+	// nothing does); LabelX and LabelAnchor place the first, WorkersX the
+	// second, each kept inside the chart by its own width.
 	Shown, ShownWorkers string
 	LabelX              float64
 	LabelAnchor         string
+	WorkersX            float64
 	Title               string
 }
 
@@ -1148,16 +1151,25 @@ func newGapMark(g trace.Gap, x, w float64) GapMark {
 	x, w = x*ChartWidth/100, w*ChartWidth/100
 	m := GapMark{X: x, W: w, Mid: x + w/2, Kind: g.Kind, Seconds: g.Seconds()}
 	length := Duration(g.End.Sub(g.Start))
+	switch {
+	case g.WorkerBefore != "" && g.WorkerBefore == g.WorkerAfter:
+		m.Workers = g.WorkerBefore
+	case g.WorkerBefore != "" || g.WorkerAfter != "":
+		m.Workers = orDash(g.WorkerBefore) + " → " + orDash(g.WorkerAfter)
+	}
 	switch g.Kind {
 	case trace.GapCrash:
-		m.Label = length + " — no process running"
+		m.Label, m.Short = length+" — no process running", length
 	case silenceGap:
-		m.Label = "no process seen for " + length
+		m.Label, m.Short = "no process seen for "+length, length
 	default:
-		m.Label = length + " idle"
-	}
-	if g.WorkerBefore != "" || g.WorkerAfter != "" {
-		m.Workers = orDash(g.WorkerBefore) + " → " + orDash(g.WorkerAfter)
+		// Says what it is first ("idle 12 s"); one worker idle is named on
+		// the same line rather than as "worker w1 → w1".
+		m.Label, m.Short = "idle "+length, "idle "+length
+		if g.WorkerBefore != "" && g.WorkerBefore == g.WorkerAfter {
+			m.Label += ", " + m.Workers
+			m.Workers = ""
+		}
 	}
 	m.Title = m.Label + ", " + UTC(g.Start) + " – " + UTC(g.End)
 	if m.Workers != "" {
@@ -1174,29 +1186,27 @@ func placeGapLabels(gaps []GapMark) []GapMark {
 	for i := range gaps {
 		g := &gaps[i]
 		g.LabelX, g.LabelAnchor = g.Mid, "middle"
-		short := strings.SplitN(g.Label, " ", 3)
-		tryAt := func(p *placer, text string) bool {
+		// tryAt places text centred on the gap, moved inward by its own
+		// width where the gap is near an edge, so that it is never clipped.
+		tryAt := func(p *placer, text string) (float64, bool) {
 			w := textWidth(text, tickFont)
 			l := PlacedLabel{Text: text, X: min(max(g.Mid, w/2), ChartWidth-w/2), Anchor: "middle", Width: w}
 			if p.free(0, l) {
 				p.take(0, l)
-				g.LabelX = l.X
-				return true
+				return l.X, true
 			}
-			return false
+			return 0, false
 		}
-		for _, text := range []string{g.Label, short[0] + " " + short[1]} {
-			if tryAt(labels, text) {
-				g.Shown = text
+		for _, text := range []string{g.Label, g.Short} {
+			if x, ok := tryAt(labels, text); ok {
+				g.Shown, g.LabelX = text, x
 				break
 			}
 		}
 		if g.Shown != "" && g.Workers != "" {
-			x := g.LabelX
-			if tryAt(workers, "worker "+g.Workers) {
-				g.ShownWorkers = "worker " + g.Workers
+			if x, ok := tryAt(workers, "worker "+g.Workers); ok {
+				g.ShownWorkers, g.WorkersX = "worker "+g.Workers, x
 			}
-			g.LabelX = x
 		}
 	}
 	return gaps

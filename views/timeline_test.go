@@ -108,7 +108,7 @@ func timelineLabels(tl views.Timeline) []labelBox {
 			out = append(out, box("axis", views.PlacedLabel{Text: g.Shown, X: g.LabelX, Y: 36, Anchor: "middle", Width: estimate(g.Shown, 11)}, 11))
 		}
 		if g.ShownWorkers != "" {
-			out = append(out, box("axis", views.PlacedLabel{Text: g.ShownWorkers, X: g.LabelX, Y: 52, Anchor: "middle", Width: estimate(g.ShownWorkers, 11)}, 11))
+			out = append(out, box("axis", views.PlacedLabel{Text: g.ShownWorkers, X: g.WorkersX, Y: 52, Anchor: "middle", Width: estimate(g.ShownWorkers, 11)}, 11))
 		}
 	}
 	for _, e := range tl.Effects {

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"errors"
 
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/trace"
@@ -24,6 +25,9 @@ func (s *Server) loadExecution(ctx context.Context, id string, nearby bool) (vie
 		}
 	}
 	r, err := s.cfg.DB.ReadExecution(ctx, id, orphans)
+	if errors.Is(err, store.ErrNotFound) {
+		return views.Execution{}, notFound("execution", id)
+	}
 	if err != nil {
 		return views.Execution{}, err
 	}

@@ -30,6 +30,7 @@ type executionQuery struct {
 	Q           string `query:"q"`
 	From        string `query:"from"`
 	To          string `query:"to"`
+	Sort        string `query:"sort"`
 	Cursor      string `query:"cursor"`
 	Limit       string `query:"limit"`
 }
@@ -117,6 +118,13 @@ func (q executionQuery) filter() (store.ExecutionFilter, error) {
 	}
 	if f.To, err = parseQueryTime("to", q.To); err != nil {
 		return f, err
+	}
+	switch q.Sort {
+	case "", "newest":
+	case "severity":
+		f.BySeverity = true
+	default:
+		return f, badQuery("sort: must be newest or severity")
 	}
 	if f.Limit, err = parseLimit(q.Limit); err != nil {
 		return f, err

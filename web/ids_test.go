@@ -641,8 +641,8 @@ func TestIDQueryRoutesNeedTheirID(t *testing.T) {
 		{"/api/v1/execution", 400, `{"error":"execution_id: required"}`},
 		{"/api/v1/key?key=x", 400, `{"error":"idempotency_key: required"}`},
 		{"/execution?execution_id=..", 404, ""},
-		{"/api/v1/execution?execution_id=a%2Fb", 404, `{"error":"not found"}`},
-		{"/api/v1/executions/a%2Fb", 404, `{"error":"not found"}`},
+		{"/api/v1/execution?execution_id=a%2Fb", 404, `{"error":"execution: no execution \"a/b\""}`},
+		{"/api/v1/executions/a%2Fb", 404, `{"error":"execution: no execution \"a/b\""}`},
 	} {
 		resp, err := http.Get(base + c.path)
 		if err != nil {

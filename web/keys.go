@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"slices"
+	"strconv"
 
 	"github.com/labstack/echo/v4"
 
@@ -36,6 +37,11 @@ func (s *Server) loadKey(ctx context.Context, key string) (views.KeyView, store.
 	r, err := s.cfg.DB.ReadKey(ctx, key)
 	if err != nil {
 		return views.KeyView{}, r, err
+	}
+	if len(r.Attempts) == 0 && len(r.Effects) == 0 && len(r.Findings) == 0 {
+		// Nothing carried it: a 404, not an empty page that reads as
+		// "this key was used and nothing happened".
+		return views.KeyView{}, r, notFoundError{msg: "idempotency_key: nothing carried the key " + strconv.Quote(key)}
 	}
 	// Every finding is in hand: listed in natural order (step-2 before
 	// step-14), where the store's SQL order compares ids as text.

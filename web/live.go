@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -416,7 +417,9 @@ func (s *Server) handleStream(c echo.Context) error {
 var socketWriteBuffers sync.Pool
 
 // upgrader checks the Origin: a page of another site must not read the
-// stream with the user's cookies. Same origin, or one configured.
+// stream with the user's cookies. Same origin, or one configured. A
+// refusal is a 403 whose body says why; a browser shows a script neither,
+// so the page asks GET /api/v1/live/origin (handleLiveOrigin) instead.
 func (s *Server) upgrader() *websocket.Upgrader {
 	return &websocket.Upgrader{
 		ReadBufferSize:  1024,
@@ -425,26 +428,71 @@ func (s *Server) upgrader() *websocket.Upgrader {
 		// pings, closes and execution pages borrow one from the pool.
 		WriteBufferPool: &socketWriteBuffers,
 		CheckOrigin: func(r *http.Request) bool {
-			origin := r.Header.Get("Origin")
-			if origin == "" {
-				return true // not a browser
-			}
-			u, err := url.Parse(origin)
-			if err != nil {
-				return false
-			}
-			if u.Host == r.Host {
-				return true
-			}
-			for _, allowed := range s.cfg.AllowedOrigins {
-				if allowed == origin {
-					return true
+			return s.originRefusal(r.Header.Get("Origin"), r.Host) == ""
+		},
+		Error: func(w http.ResponseWriter, r *http.Request, status int, reason error) {
+			msg := reason.Error()
+			if status == http.StatusForbidden {
+				if why := s.originRefusal(r.Header.Get("Origin"), r.Host); why != "" {
+					msg = why
 				}
 			}
-			return false
+			w.Header().Set("Sec-Websocket-Version", "13")
+			http.Error(w, msg, status)
 		},
 	}
 }
+
+// originRefusal says why a page of origin, reaching the server as host,
+// may not open the live WebSocket, or "" when it may: no Origin (not a
+// browser), the origin of host itself, or one of --allowed-origin.
+func (s *Server) originRefusal(origin, host string) string {
+	if origin == "" {
+		return ""
+	}
+	u, err := url.Parse(origin)
+	if err == nil && u.Host == host {
+		return ""
+	}
+	if slices.Contains(s.cfg.AllowedOrigins, origin) {
+		return ""
+	}
+	why := "origin " + origin + " is not allowed"
+	if err == nil && u.Host != "" && hostName(u.Host) == hostName(host) {
+		// The name matches but the port does not: a proxy that passed
+		// nginx's $host, which drops the port (docs/deploy.md).
+		why += ": the server was reached as " + host + ", without the page's port (a proxy should pass Host: " + u.Host + ", nginx's $http_host)"
+	}
+	return why + ": see --allowed-origin"
+}
+
+type liveOriginResponse struct {
+	Origin  string `json:"origin"`
+	Allowed bool   `json:"allowed"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// handleLiveOrigin is GET /api/v1/live/origin?origin=O: whether a page of
+// origin O, reaching the server as this request does, may open the live
+// WebSocket, and why not. The live script asks when its socket is refused
+// before it opens, since a refused handshake shows the script no status
+// and no reason; the answer is what the server decides for any request,
+// so it tells a page nothing it could not learn by trying, and the
+// WebSocket's own check is unchanged.
+func (s *Server) handleLiveOrigin(c echo.Context) error {
+	origin := c.QueryParam("origin")
+	if origin == "" {
+		return badQuery("origin: required, the page's origin (location.origin)")
+	}
+	if len(origin) > maxOriginBytes {
+		return badQuery("origin: must be at most " + strconv.Itoa(maxOriginBytes) + " bytes")
+	}
+	why := s.originRefusal(origin, c.Request().Host)
+	return c.JSON(http.StatusOK, liveOriginResponse{Origin: origin, Allowed: why == "", Reason: why})
+}
+
+// maxOriginBytes bounds an origin asked about: scheme, host and port.
+const maxOriginBytes = 512
 
 // handleLiveSocket is GET /api/v1/live: the WebSocket of the live page and
 // of running execution pages. One goroutine writes (this one), one reads.

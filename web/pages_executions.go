@@ -21,7 +21,7 @@ func (s *Server) handleExecutionListPage(c echo.Context) error {
 	if err := bindQuery(c, &q); err != nil {
 		return err
 	}
-	form := views.ListFilter{Status: q.Status, Audit: q.Audit, Name: q.Name, HasFindings: q.HasFindings, Q: q.Q, From: q.From, To: q.To}
+	form := views.ListFilter{Status: q.Status, Audit: q.Audit, Name: q.Name, HasFindings: q.HasFindings, Q: q.Q, From: q.From, To: q.To, Sort: q.Sort}
 	if unknown := unknownParams(c, executionListParams); len(unknown) > 0 {
 		// The form again, with what was wrong, rather than an error page:
 		// a link from an old bookmark or another tool is fixed here.
@@ -226,7 +226,10 @@ func (s *Server) handleOutboxPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	v := views.OutboxView{Provider: f.Provider, State: string(f.State)}
+	v := views.OutboxView{Q: c.QueryParam("q"), Provider: f.Provider, State: string(f.State)}
+	if f.Search.Scans() {
+		v.ScanLimit = store.MaxEffectScan
+	}
 	for _, r := range rows {
 		v.Rows = append(v.Rows, views.OutboxRow{Effect: r.Effect, State: r.State, MessageURL: messages[r.Ref()]})
 	}

@@ -95,7 +95,7 @@ func TestSearchThroughAPIAndPage(t *testing.T) {
 }
 
 // knownListParams is every parameter the executions list takes.
-var knownListParams = []string{"status", "audit", "name", "has_findings", "q", "from", "to", "cursor", "limit"}
+var knownListParams = []string{"status", "audit", "name", "has_findings", "q", "from", "to", "sort", "cursor", "limit"}
 
 func TestExecutionListRejectsUnknownFilters(t *testing.T) {
 	base := startPagesServer(t)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -175,6 +176,7 @@ func (s *Server) routes() {
 	api.GET("/compare", s.handleCompare)
 	api.GET("/stream", s.handleStream)
 	api.GET("/live", s.handleLiveSocket)
+	api.GET("/live/origin", s.handleLiveOrigin)
 
 	e.POST(otlpTracesPath, s.handleOTLPTraces, s.requireIngestToken)
 	e.POST(otlpLogsPath, s.handleOTLPLogs, s.requireIngestToken)
@@ -244,6 +246,19 @@ func bearerToken(auth string) (string, bool) {
 	return token, token != ""
 }
 
+// notFoundError is a 404 that names what is missing ("execution: no
+// execution \"exec_x\""); errors.Is sees store.ErrNotFound in it, so
+// callers that wait for an execution to appear still can.
+type notFoundError struct{ msg string }
+
+func (e notFoundError) Error() string { return e.msg }
+func (e notFoundError) Unwrap() error { return store.ErrNotFound }
+
+// notFound names the missing thing: what it is, and its id quoted.
+func notFound(what, id string) error {
+	return notFoundError{msg: what + ": no " + what + " " + strconv.Quote(id)}
+}
+
 // handleError is the one place errors become responses: JSON {"error"}
 // naming the field and the limit.
 func (s *Server) handleError(err error, c echo.Context) {
@@ -253,6 +268,7 @@ func (s *Server) handleError(err error, c echo.Context) {
 	status, msg := http.StatusInternalServerError, "internal error"
 	var he *echo.HTTPError
 	var re *ingest.RequestError
+	var nf notFoundError
 	ue, unavailable := store.Unwritable(err) // also a read's lost connection
 	switch {
 	case errors.As(err, &re):
@@ -264,6 +280,8 @@ func (s *Server) handleError(err error, c echo.Context) {
 		} else {
 			msg = http.StatusText(status)
 		}
+	case errors.As(err, &nf):
+		status, msg = http.StatusNotFound, nf.msg
 	case errors.Is(err, store.ErrNotFound):
 		status, msg = http.StatusNotFound, "not found"
 	case errors.Is(err, store.ErrBadCursor):

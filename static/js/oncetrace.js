@@ -239,9 +239,21 @@
         if (ended || e.code === 1000) { onState("ended"); return; }
         onState(e.reason || "disconnected — reconnecting");
         if (opened && (e.code !== 4000 || Date.now() - opened > 30000)) delay = 500;
-        setTimeout(open, delay);
-        delay = Math.min(delay * 2, 10000);
+        if (opened) { retry(); return; }
+        // Refused before it opened: the browser shows no status or reason
+        // for a refused handshake, so ask the server whether this page's
+        // origin may connect; if not, say why and stop retrying.
+        fetch("/api/v1/live/origin?origin=" + encodeURIComponent(location.origin), { credentials: "same-origin" })
+          .then(function (r) { return r.ok ? r.json() : null; })
+          .then(function (v) {
+            if (v && v.allowed === false) { onState(v.reason, true); return; }
+            retry();
+          }, retry);
       };
+    }
+    function retry() {
+      setTimeout(open, delay);
+      delay = Math.min(delay * 2, 10000);
     }
     open();
   }
@@ -296,6 +308,9 @@
       if (!m.fragments || !m.fragments.row) return;
       if (paused) { held.push(m); held = held.slice(-cap); status.textContent = "paused, " + held.length + " new"; return; }
       insert(m);
-    }, function (state) { if (!paused) status.textContent = state; });
+    }, function (state, refused) {
+      if (refused) { status.textContent = state; status.setAttribute("data-refused", ""); pause.hidden = true; return; }
+      if (!paused) status.textContent = state;
+    });
   }
 })();

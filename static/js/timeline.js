@@ -57,6 +57,40 @@
   });
   var first = target(location.hash);
   if (first) reveal(first);
+  else openAtIncident();
+
+  // openAtIncident: where the timeline is wider than its box (a phone) and
+  // the first incident is out of view, it opens scrolled sideways to it:
+  // the first culprit outline and the duplicated effects of its step,
+  // centred beside the pinned lane names when they fit, else ending at the
+  // last of them (the extra effect).
+  function openAtIncident() {
+    var box = document.querySelector("#timeline .tl-scroll");
+    if (!box || box.scrollWidth <= box.clientWidth + 1) return;
+    var br = box.getBoundingClientRect(), name = box.querySelector(".tl-name");
+    var pinned = name ? name.offsetWidth : 0, view = box.clientWidth - pinned - 16;
+    function span(els) {
+      var lo = Infinity, hi = -Infinity;
+      els.forEach(function (m) {
+        var r = m.getBoundingClientRect();
+        lo = Math.min(lo, r.left - br.left + box.scrollLeft);
+        hi = Math.max(hi, r.right - br.left + box.scrollLeft);
+      });
+      return { lo: lo, hi: hi };
+    }
+    var culprits = Array.prototype.slice.call(box.querySelectorAll(".culprit-outline"));
+    var first = culprits.sort(function (a, b) { return span([a]).lo - span([b]).lo; })[0];
+    var lane = first && first.closest(".lane");
+    var dups = Array.prototype.filter.call(box.querySelectorAll(".effect-link[data-state=duplicate]"), function (a) {
+      return !lane || a.getAttribute("data-lane") === lane.id;
+    });
+    var marks = (first ? [first] : []).concat(dups.map(function (a) { return a.querySelector("rect"); }).filter(Boolean));
+    if (!marks.length) return;
+    var s = span(marks);
+    if (s.lo - box.scrollLeft >= pinned && s.hi - box.scrollLeft <= box.clientWidth) return; // in view already
+    var x = s.hi - s.lo <= view ? s.lo - pinned - 8 - (view - (s.hi - s.lo)) / 2 : s.hi - pinned - 8 - view;
+    box.scrollLeft = Math.max(0, x);
+  }
 
   // An effect in the outbox lane outlines the lane of the step that caused
   // it while hovered or focused.
