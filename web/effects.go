@@ -22,6 +22,10 @@ type effectQuery struct {
 	Key         string `query:"idempotency_key"`
 	Cursor      string `query:"cursor"`
 	Limit       string `query:"limit"`
+	// Sort names the outbox's one order, severity: duplicates, then
+	// orphans, then matched (effects_outbox). It is accepted so that a
+	// link saying ?sort=severity, as the executions list takes, works here.
+	Sort string `query:"sort"`
 }
 
 // effectListParams and findingListParams are the parameters the outbox
@@ -48,6 +52,9 @@ func (s *Server) effectFilter(c echo.Context) (store.EffectFilter, error) {
 
 func (q effectQuery) filter() (store.EffectFilter, error) {
 	f := store.EffectFilter{Provider: q.Provider, ExecutionID: q.ExecutionID, Key: q.Key, Cursor: q.Cursor}
+	if q.Sort != "" && q.Sort != "severity" {
+		return f, badQuery("sort: the outbox has one order, severity (duplicates, orphans, then matched)")
+	}
 	switch st := trace.MatchState(q.State); st {
 	case "", trace.MatchMatched, trace.MatchOrphan, trace.MatchDuplicate:
 		f.State = st

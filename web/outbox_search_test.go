@@ -129,3 +129,24 @@ func TestExecutionsSortBySeverity(t *testing.T) {
 		t.Errorf("sort=worst: got %d %s, want 400 naming sort", r.status, r.body)
 	}
 }
+
+// The outbox's one order is severity's (duplicates, orphans, matched), so
+// ?sort=severity answers it as the default does; any other sort is a 400
+// naming the field.
+func TestOutboxSortBySeverity(t *testing.T) {
+	base := startPagesServer(t)
+	postUIEvents(t, base, outboxSearchEvents())
+	for _, path := range []string{"/outbox", "/api/v1/effects"} {
+		plain, sorted := fetchPage(t, base+path, false), fetchPage(t, base+path+"?sort=severity", false)
+		if plain.status != http.StatusOK || sorted.status != http.StatusOK {
+			t.Fatalf("%s: got %d, and %d with sort=severity, want 200", path, plain.status, sorted.status)
+		}
+		if path == "/api/v1/effects" && string(plain.body) != string(sorted.body) {
+			t.Errorf("%s?sort=severity: got %s, want the default order %s", path, sorted.body, plain.body)
+		}
+		bad := fetchPage(t, base+path+"?sort=newest", false)
+		if bad.status != http.StatusBadRequest || !strings.Contains(string(bad.body), "sort") {
+			t.Errorf("%s?sort=newest: got %d %s, want 400 naming sort", path, bad.status, bad.body)
+		}
+	}
+}
