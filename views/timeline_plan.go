@@ -297,7 +297,7 @@ func (o *outbox) clusters() []EffectCluster {
 		from := max(c.from.Sub(o.win.tmin)-time.Millisecond, 0)
 		to := c.to.Sub(o.win.tmin) + time.Millisecond
 		q := url.Values{"from": {seconds(from)}, "to": {seconds(to)}}
-		c.Href = "?" + q.Encode() + "#timeline"
+		c.Href = executionURL(o.in.Run.Execution.ID, "", q) + "#timeline"
 		c.Title = fmt.Sprintf("%s, %s, +%s s to +%s s: zoom in to see each", plural(c.Count, "effect", "effects"),
 			plural(c.Duplicates, "duplicate", "duplicates"), seconds(from), seconds(to))
 		out = append(out, *c)
@@ -344,7 +344,7 @@ func newTrouble(run trace.Run, findings []trace.Finding, sc scale, tmin time.Tim
 		x0, x1 := float64(i)*sliceW, float64(i+1)*sliceW
 		from, to := sc.at(x0), sc.at(x1)
 		q := url.Values{"from": {seconds(max(from.Sub(tmin), 0))}, "to": {seconds(to.Sub(tmin) + time.Millisecond)}}
-		out = append(out, OverviewTrouble{X: x0, W: sliceW, Findings: n, Href: "?" + q.Encode() + "#timeline",
+		out = append(out, OverviewTrouble{X: x0, W: sliceW, Findings: n, Href: executionURL(run.Execution.ID, "", q) + "#timeline",
 			Title: fmt.Sprintf("%s from +%s s: zoom in", plural(n, "finding", "findings"), seconds(from.Sub(tmin)))})
 	}
 	return out

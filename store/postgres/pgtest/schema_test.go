@@ -169,7 +169,7 @@ func sqliteSchema(t *testing.T, db *sql.DB) schema {
 		}
 		rows.Close()
 		for _, i := range list {
-			rows, err := db.Query(`SELECT name, desc FROM pragma_index_xinfo(?) WHERE key ORDER BY seqno`, i.name)
+			rows, err := db.Query(`SELECT coalesce(name, 'expression'), desc FROM pragma_index_xinfo(?) WHERE key ORDER BY seqno`, i.name)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -227,13 +227,13 @@ func postgresSchema(t *testing.T, db *sql.DB) schema {
 
 		const indexes = `SELECT i.relname, ix.indisprimary, ix.indisunique, ix.indpred IS NOT NULL,
 			EXISTS (SELECT 1 FROM pg_constraint c WHERE c.conindid = ix.indexrelid),
-			string_agg(a.attname || CASE WHEN ix.indoption[k.n - 1] & 1 = 1 THEN ' desc' ELSE '' END, ', ' ORDER BY k.n)
+			string_agg(coalesce(a.attname, 'expression') || CASE WHEN ix.indoption[k.n - 1] & 1 = 1 THEN ' desc' ELSE '' END, ', ' ORDER BY k.n)
 			FROM pg_index ix
 			JOIN pg_class i ON i.oid = ix.indexrelid
 			JOIN pg_class r ON r.oid = ix.indrelid
 			JOIN pg_namespace ns ON ns.oid = r.relnamespace AND ns.nspname = 'public'
 			CROSS JOIN LATERAL unnest(ix.indkey::int2[]) WITH ORDINALITY AS k(attnum, n)
-			JOIN pg_attribute a ON a.attrelid = r.oid AND a.attnum = k.attnum
+			LEFT JOIN pg_attribute a ON a.attrelid = r.oid AND a.attnum = k.attnum -- none for an expression (attnum 0)
 			WHERE r.relname = $1
 			GROUP BY i.relname, ix.indisprimary, ix.indisunique, ix.indpred, ix.indexrelid`
 		rows, err = db.Query(indexes, table)
