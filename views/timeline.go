@@ -284,6 +284,9 @@ type ZoomView struct {
 	From, To string // seconds, as the form shows them
 	Total    string // the whole execution's length in seconds
 	Hidden   int    // attempts and effects outside the range
+	// Reset is the whole execution's timeline: the page's own path,
+	// whatever characters its id holds.
+	Reset string
 }
 
 // TimeRange is a zoom: offsets from the timeline's start. To 0 means to
@@ -334,6 +337,7 @@ func NewTimeline(in TimelineInput) Timeline {
 	tl.Grid = gridPath(tl.Ticks)
 	tl.Overview = newOverview(run, in.States, win.whole, win.tmin, win.w0, win.w1)
 	tl.Zoom = win.zoomView()
+	tl.Zoom.Reset = ExecutionURL(run.Execution.ID) + "#timeline"
 	if len(ext.models) > 0 {
 		tl.Models = newModelMarks(win.shownModels(ext.models), win.sc, win.tmax, win.w0, win.w1)
 		tl.ModelSummary = modelSummary(ext.models)

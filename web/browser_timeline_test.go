@@ -284,7 +284,7 @@ func TestBrowserTimelineBig(t *testing.T) {
 			t.Errorf("zoomed: got %d ids kept for attempts outside the range, want the rest of the 750", ids)
 		}
 		checkNoOverlap(t, browserEval[[]textBox](t, ctx, measureLabels), "zoomed")
-		if href := browserEval[string](t, ctx, `document.querySelector('[data-testid=zoom-reset]').href`); strings.TrimSuffix(href, "?") != page {
+		if href := browserEval[string](t, ctx, `document.querySelector('[data-testid=zoom-reset]').href`); strings.TrimSuffix(href, "#timeline") != page {
 			t.Errorf("reset zoom: got %q, want %q", href, page)
 		}
 
