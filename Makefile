@@ -43,14 +43,15 @@ CHECK_BROWSER = if [ -n "$$CHROMIUM" ]; then command -v "$$CHROMIUM"; \
 CHECK_AXE = [ -f web/testdata/axe/node_modules/axe-core/axe.min.js ] || \
 	echo "!!! axe-core not installed: the accessibility test (web TestBrowserAccessibility) will be SKIPPED; run make axe, or set ONCETRACE_REQUIRE_BROWSER=1 to make it fail"
 
-# -timeout 30m: web's browser suite (a 10,000-attempt execution's page,
+# -timeout 45m: web's browser suite (a 10,000-attempt execution's page,
 # then every fragment it links to) takes about 10 minutes of a loaded
-# 2-core machine, go test's default timeout for a package.
+# 2-core machine (18 under -race beside a benchmark), past go test's default
+# 10 a package.
 unit:
 	@$(CHECK_BROWSER)
 	@$(CHECK_AXE)
 	@[ -n "$$ONCETRACE_TEST_POSTGRES" ] || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || echo "!!! PostgreSQL not found: the store's PostgreSQL tests will be SKIPPED; apt-get install postgresql, or set ONCETRACE_REQUIRE_POSTGRES=1 to make them fail"
-	bash -o pipefail -c '$(GO) test -race -count=1 -timeout 30m -json $(PKGS) | $(GO) run ./cmd/testsummary -report "$(TEST_REPORT)"'
+	bash -o pipefail -c '$(GO) test -race -count=1 -timeout 45m -json $(PKGS) | $(GO) run ./cmd/testsummary -report "$(TEST_REPORT)"'
 	$(ORDER_TEST)
 	@$(CHECK_BROWSER)
 	@$(CHECK_AXE)
