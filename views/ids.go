@@ -15,7 +15,9 @@ const (
 
 // ShortID is id as a sentence shows it: whole up to 14 characters, else
 // its first 7 and its last 5 around "…". The page keeps the whole id
-// beside it (cutID), for focus, a tap, a screen reader and the copy button.
+// beside it (cutID), drawn on focus and on a tap of the copy button; the
+// link's title carries it too, which screen readers read as its
+// description.
 func ShortID(id string) string {
 	if utf8.RuneCountInString(id) <= shortIDMax {
 		return id
