@@ -151,3 +151,45 @@ func derivedSnapshot(t *testing.T, db *store.DB) string {
 	}
 	return string(b)
 }
+
+// TestChangeTokenNamesEveryState: the change token read before and after
+// each kind of change differs from every token read before it (a write, a
+// prune, which deletes the newest events too, a re-derivation, which
+// writes no event), and two reads with nothing between agree: what is
+// built from one read may answer for a later one exactly while it holds.
+func TestChangeTokenNamesEveryState(t *testing.T) {
+	ctx := context.Background()
+	now := time.Now().UTC()
+	db, w := pruneWorld(t, now)
+	seen := map[store.ChangeToken]string{}
+	mark := func(after string) {
+		t.Helper()
+		tok, err := db.ChangeToken(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again, err := db.ChangeToken(ctx); err != nil || again != tok {
+			t.Fatalf("after %s: read %+v, then %+v with nothing between (%v)", after, tok, again, err)
+		}
+		if before, ok := seen[tok]; ok {
+			t.Errorf("after %s: token %+v, the same as after %s", after, tok, before)
+		}
+		seen[tok] = after
+	}
+	mark("the world was written")
+	write(t, w, map[string]any{"type": "attempt", "execution_id": "exec_newest", "step_id": "s", "attempt": 1,
+		"started_at": stamp(now.Add(-50 * 24 * time.Hour)), "ended_at": stamp(now.Add(-50 * 24 * time.Hour)), "outcome": "ok"})
+	mark("a write")
+	// The prune deletes exec_newest, whose events are the log's newest.
+	if _, err := db.Prune(ctx, store.PruneOptions{Before: now.Add(-30 * 24 * time.Hour), Reaudit: derive.Reaudit(trace.DefaultConfig)}); err != nil {
+		t.Fatal(err)
+	}
+	mark("a prune")
+	if err := db.SetDerivationVersion(ctx, trace.DerivationVersion-1); err != nil {
+		t.Fatal(err)
+	}
+	if rebuilt, err := derive.Rebuild(ctx, db, trace.DefaultConfig, nil); err != nil || !rebuilt {
+		t.Fatalf("Rebuild: rebuilt %v, %v", rebuilt, err)
+	}
+	mark("a re-derivation")
+}

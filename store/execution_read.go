@@ -26,8 +26,44 @@ func (db *DB) inReadTx(ctx context.Context, fn func(tx querier) error) error {
 	return fn(readTx{tx: tx, d: db.d})
 }
 
+// ChangeToken names what a read transaction saw of the whole database:
+// the event log's last sequence number and the derived generation
+// (BumpGeneration). Every commit that changes what a read can return
+// changes one of them: a writer's commit stores events (and, on a shared
+// database, bumps the generation as it derives, so a commit of a lower
+// sequence number made visible late still changes the token); a prune or
+// a re-derivation bumps the generation. So two reads with equal tokens saw
+// the same rows, and what was built from one answers for the other — the
+// same test the writer's own run cache makes (ingest/derive).
+type ChangeToken struct{ Seq, Generation int64 }
+
+const changeTokenQuery = `SELECT coalesce((SELECT max(seq) FROM events), 0),
+	coalesce((SELECT generation FROM derived_generation WHERE id = 1), 0)`
+
+func changeToken(ctx context.Context, q querier) (ChangeToken, error) {
+	var t ChangeToken
+	if err := q.QueryRowContext(ctx, changeTokenQuery).Scan(&t.Seq, &t.Generation); err != nil {
+		return t, fmt.Errorf("store: change token: %w", err)
+	}
+	return t, nil
+}
+
+// ChangeToken reads the database's change token now: one query on two
+// indexed rows.
+func (db *DB) ChangeToken(ctx context.Context) (ChangeToken, error) {
+	var t ChangeToken
+	err := db.inReadTx(ctx, func(tx querier) (err error) {
+		t, err = changeToken(ctx, tx)
+		return err
+	})
+	return t, err
+}
+
 // ExecutionRead is everything an execution's page shows that is stored.
 type ExecutionRead struct {
+	// Token is the change token of the snapshot everything below was
+	// read in.
+	Token    ChangeToken
 	Run      trace.Run
 	Findings []trace.Finding
 	States   map[trace.EffectRef]trace.MatchState
@@ -45,11 +81,18 @@ type OrphanWindow struct {
 
 // ReadExecution reads an execution, its findings, its effects' states and,
 // when orphans asks for some once it has seen the run and its findings,
-// orphan effects near it: one read transaction, at most nine queries
-// however many steps, attempts and effects it has.
+// orphan effects near it, and the change token of what it read: one read
+// transaction, at most ten queries however many steps, attempts and
+// effects it has.
 func (db *DB) ReadExecution(ctx context.Context, id string, orphans func(trace.Run, []trace.Finding) OrphanWindow) (ExecutionRead, error) {
 	var r ExecutionRead
 	err := db.inReadTx(ctx, func(tx querier) error {
+		// First, so that the snapshot is taken by it (SQLite's starts at
+		// the first statement).
+		var err error
+		if r.Token, err = changeToken(ctx, tx); err != nil {
+			return err
+		}
 		fed, err := fedProviders(ctx, tx)
 		if err != nil {
 			return err

@@ -114,9 +114,10 @@ func TestReadExecutionQueriesDoNotGrowWithTheExecution(t *testing.T) {
 	if len(large.Findings) == 0 {
 		t.Fatal("large execution: got no findings, want the retried writes' (the count must include that query)")
 	}
-	// One for the fed providers, five for the run (execution, attempts,
-	// spans, effects, key peers), findings, effect states, nearby orphans.
-	const want = 9
+	// The change token, one for the fed providers, five for the run
+	// (execution, attempts, spans, effects, key peers), findings, effect
+	// states, nearby orphans.
+	const want = 10
 	if counts["small"] != want || counts["large"] != want {
 		t.Errorf("queries: got %d for 12 attempts and 5 effects, %d for 1,002 attempts and 100 effects, want %d each",
 			counts["small"], counts["large"], want)
@@ -273,6 +274,10 @@ func TestReadExecutionIsOneSnapshot(t *testing.T) {
 				"started_at": stamp(base.Add(3 * time.Second)), "ended_at": stamp(base.Add(4 * time.Second)), "outcome": "ok"})
 		})
 	})
+	before, err := db.ChangeToken(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	during, err := db.ReadExecution(ctx, "x", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -286,6 +291,12 @@ func TestReadExecutionIsOneSnapshot(t *testing.T) {
 	}
 	if n := len(during.Run.Steps[0].Attempts); n != 1 || len(during.Findings) != 0 {
 		t.Errorf("read across the retry's commit: got %d attempts and %d findings, want 1 and 0 (the state before it)", n, len(during.Findings))
+	}
+	// The token is the snapshot's: the read across the commit names the
+	// state before it, the one after a new state.
+	if during.Token != before || after.Token == during.Token {
+		t.Errorf("change tokens: got %+v before, %+v across the commit, %+v after; want the first two equal, the last different",
+			before, during.Token, after.Token)
 	}
 }
 
@@ -357,13 +368,29 @@ func TestPagesQueriesDoNotGrowWithTheirRows(t *testing.T) {
 				t.Errorf("GET %s%s: got no step send-099, want all 100 steps", path, id)
 			}
 		}
-		// ReadExecution's queries (the fed providers, five for the run,
-		// findings, effect states); these executions are not unverified,
-		// so no orphans are read.
-		const want = 8
+		// The page: ReadExecution's queries (the change token, the fed
+		// providers, five for the run, findings, effect states); these
+		// executions are not unverified, so no orphans are read, and the
+		// web keeps no model of them yet. The JSON twin, with nothing
+		// committed since: the model the page's read built, after one
+		// query, the change token's.
+		want := int64(9)
+		if path == "/api/v1/executions/" {
+			want = 1
+		}
 		if counts["small"] != want || counts["large"] != want {
 			t.Errorf("GET %s: got %d queries for 12 attempts, %d for 1,002, want %d each", path, counts["small"], counts["large"], want)
 		}
+	}
+	// Read again with nothing committed since, the model the first read
+	// built answers: one query, the change token's. After a commit, of
+	// any execution, the token differs and the page is read afresh.
+	if n, _ := serve("/executions/large"); n != 1 {
+		t.Errorf("GET /executions/large again: got %d queries, want 1 (the change token; the model kept)", n)
+	}
+	write(t, w, map[string]any{"type": "execution", "execution_id": "other", "name": "other-agent", "status": "running"})
+	if n, _ := serve("/executions/large"); n != 10 {
+		t.Errorf("GET /executions/large after a commit: got %d queries, want 10 (the token, then the whole read)", n)
 	}
 }
 

@@ -41,6 +41,11 @@ type Execution struct {
 	Summary ExecutionRow
 
 	silenceAfter time.Duration
+	// index and findingViews are built once with the model, as it may be
+	// drawn many times (the web keeps models while the store is
+	// unchanged); both are only read after.
+	index        *RunIndex
+	findingViews []FindingView
 }
 
 // MaxNearbyOrphans bounds the orphan effects an unverified execution lists.
@@ -63,6 +68,10 @@ func NewExecution(in ExecutionInput) Execution {
 	// the derivation changes), so the two agree without a second source.
 	x.Summary = ExecutionRow{Execution: in.Run.Execution, Counts: in.Run.Counts(), Findings: len(in.Findings),
 		CriticalFindings: trace.CriticalCount(in.Findings), AuditState: x.Verdict.State}
+	x.index = NewRunIndex(in.Run, findings)
+	for _, f := range findings {
+		x.findingViews = append(x.findingViews, NewFindingView(f))
+	}
 	if x.Verdict.State == trace.StateUnverified {
 		own := map[trace.EffectRef]bool{}
 		for _, f := range in.Run.Effects {
@@ -121,7 +130,7 @@ func (x Execution) Page(zoom TimeRange, now time.Time) ExecutionView {
 		Execution: x.Summary,
 		Incidents: x.Incidents,
 		Timeline: NewTimeline(TimelineInput{Run: x.Run, Gaps: x.Gaps, States: x.States, Findings: x.Findings, Range: zoom,
-			Now: now, SilenceAfter: x.silenceAfter, Marks: marks}),
+			Now: now, SilenceAfter: x.silenceAfter, Marks: marks, Index: x.index}),
 		Gaps: x.Gaps,
 		View: ViewTimeline,
 	}
@@ -129,9 +138,8 @@ func (x Execution) Page(zoom TimeRange, now time.Time) ExecutionView {
 	if x.Run.Execution.Status == trace.StatusRunning {
 		v.LiveURL = LiveExecutionURL(x.Run.Execution.ID)
 	}
-	for _, f := range x.Findings {
-		v.Findings = append(v.Findings, NewFindingView(f))
-	}
+	// A copy: what follows rewrites the views it shows.
+	v.Findings = slices.Clone(x.findingViews)
 	// The first answer is bounded (timeline_plan.go): what it shows links
 	// to the timeline's ids it holds, and to the pages of the others.
 	id := x.Run.Execution.ID
@@ -154,6 +162,15 @@ func (x Execution) Page(zoom TimeRange, now time.Time) ExecutionView {
 	return v
 }
 
+// stepEffects are the run's effects by step, from the model's index when
+// it has one (a model not built by NewExecution has none).
+func (x Execution) stepEffects() map[string][]trace.Effect {
+	if x.index == nil {
+		return x.Run.StepEffects()
+	}
+	return x.index.StepEffects
+}
+
 // StepTable is the execution's step table, sorted by sort and dir.
 func (x Execution) StepTable(sort, dir string) StepTable {
 	return NewStepTable(StepTableInput{Run: x.Run, Findings: x.Findings, Sort: sort, Dir: dir})
@@ -170,7 +187,7 @@ func (x Execution) Attempt(stepID string, n int) (AttemptView, bool) {
 			if a.Number == n {
 				marks := NewIncidentMarks(x.Incidents)
 				return AttemptView{ExecutionID: x.Run.Execution.ID, Step: st, Attempt: a, Outcome: x.Run.Outcome(a),
-					Effects: x.Run.StepEffects()[st.ID], HTTPCalls: HTTPCalls(x.Run, a),
+					Effects: x.stepEffects()[st.ID], HTTPCalls: HTTPCalls(x.Run, a),
 					Culprit: marks.Culprit(st.ID, a.Number), EffectLabels: marks.EffectLabels}, true
 			}
 		}
@@ -188,7 +205,7 @@ func (x Execution) Effect(ref trace.EffectRef) (EffectView, bool) {
 		}
 		v := EffectView{ExecutionID: x.Run.Execution.ID, Effect: f, State: x.States[ref]}
 		v.Place, v.CausedBy = EffectPlace(x.Incidents, ref)
-		for stepID, es := range x.Run.StepEffects() {
+		for stepID, es := range x.stepEffects() {
 			for _, e := range es {
 				if e.Ref() == ref {
 					v.StepID, v.Siblings = stepID, len(es)

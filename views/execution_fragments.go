@@ -118,7 +118,7 @@ func (x Execution) IncidentsFragment(offset int) ListFragmentView {
 func (x Execution) Lanes(zoom TimeRange, sel LaneSelection) LanesView {
 	sel.Fragment = true
 	tl := NewTimeline(TimelineInput{Run: x.Run, Gaps: x.Gaps, States: x.States, Findings: x.Findings, Range: zoom,
-		SilenceAfter: x.silenceAfter, Marks: NewIncidentMarks(x.Incidents), Select: sel})
+		SilenceAfter: x.silenceAfter, Marks: NewIncidentMarks(x.Incidents), Select: sel, Index: x.index})
 	v := LanesView{ExecutionID: x.Run.Execution.ID, Timeline: tl}
 	switch {
 	case sel.StepID != "":

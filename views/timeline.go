@@ -315,6 +315,31 @@ type TimelineInput struct {
 	// SilenceAfter is drawn as a gap that is still open.
 	Now          time.Time
 	SilenceAfter time.Duration
+	// Index is Run's and Findings' lookups by step, when the caller keeps
+	// them (Execution does); nil, NewTimeline builds them.
+	Index *RunIndex
+}
+
+// RunIndex is what drawing a run looks up by step and by span: built once
+// for a model of an execution rather than at every drawing of it. It is
+// only read once built, so models that share it may be drawn at once.
+type RunIndex struct {
+	StepEffects map[string][]trace.Effect
+	StepNames   map[string]string
+	HTTPCalls   map[string][]trace.Span // by attempt span
+	Findings    map[string]int          // by step
+}
+
+// NewRunIndex indexes run and its findings.
+func NewRunIndex(run trace.Run, findings []trace.Finding) *RunIndex {
+	ix := &RunIndex{StepEffects: run.StepEffects(), StepNames: trace.StepNames(run.Steps), HTTPCalls: run.HTTPCalls(),
+		Findings: map[string]int{}}
+	for _, f := range findings {
+		if f.StepID != "" {
+			ix.Findings[f.StepID]++
+		}
+	}
+	return ix
 }
 
 // silenceGap is a gap still open at the right edge of a running execution.
@@ -476,21 +501,20 @@ type laneContext struct {
 	compact     bool
 	culprits    map[AttemptRef]string
 	httpCalls   map[string][]trace.Span // by attempt span; nil when compact
-	findings    map[string]int          // by step
+	findings    map[string]int          // by step; only read
 	stepEffects map[string][]trace.Effect
 	stepNames   map[string]string
 }
 
 func newLaneContext(in TimelineInput, win timelineWindow, compact bool) laneContext {
-	lc := laneContext{run: in.Run, win: win, compact: compact, culprits: in.Marks.Culprits,
-		findings: map[string]int{}, stepEffects: in.Run.StepEffects(), stepNames: trace.StepNames(in.Run.Steps)}
-	if !compact {
-		lc.httpCalls = in.Run.HTTPCalls()
+	ix := in.Index
+	if ix == nil {
+		ix = NewRunIndex(in.Run, in.Findings)
 	}
-	for _, f := range in.Findings {
-		if f.StepID != "" {
-			lc.findings[f.StepID]++
-		}
+	lc := laneContext{run: in.Run, win: win, compact: compact, culprits: in.Marks.Culprits,
+		findings: ix.Findings, stepEffects: ix.StepEffects, stepNames: ix.StepNames}
+	if !compact {
+		lc.httpCalls = ix.HTTPCalls
 	}
 	return lc
 }

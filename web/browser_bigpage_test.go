@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 
@@ -14,15 +15,15 @@ import (
 // Then it follows every "show more" link, as a reader's clicks would,
 // until every lane, finding and incident is on the page.
 //
-// Issue 24 asks for a load within 3× the small one's; that is not met
-// yet: the first answer is bounded, but the server still reads and
-// derives the whole execution for it (ReadExecution, NewExecution), which
-// is most of the big page's time (the Server figure logged): 5.1× on a
-// quiet 2-core machine, 3.5× to 6.9× on a busy one, 23× when it shared
-// the machine with the whole suite; before the bound, 50× and more. The
-// ratio is logged, not asserted: a timing is a measurement, and under
-// the suite's own load it says nothing (docs/ui.md has the runs). The
-// bounds on bytes and elements are asserted.
+// Issue 24 asks for a load within 3× the small one's. The first answer
+// is bounded, but building it needs the whole execution read and derived
+// (ReadExecution, NewExecution): that read is most of the big page's time
+// when the page is read from the store. The web keeps the model while the
+// store is unchanged (execution_cache.go), so reloads, fragments and
+// other readers of the page cost only the drawing. Both are measured,
+// alternately, and logged, not asserted: a timing is a measurement, and
+// under the suite's own load it says nothing (docs/ui.md has the runs).
+// The bounds on bytes and elements are asserted.
 func TestBrowserExecutionPageAtAnySize(t *testing.T) {
 	chromium := requireChromium(t)
 	base := startHugeServer(t)
@@ -43,20 +44,36 @@ func TestBrowserExecutionPageAtAnySize(t *testing.T) {
     HasMore: !!document.querySelector('a[data-more]'), Overview: !!document.querySelector('[data-testid=overview-trouble]')};
 })()`
 	browserLoad(t, ctx, small) // the static files in the cache for both
-	var hugeMs, smallMs, hugeServer, smallServer []float64
+	// Each round loads both pages twice: first read from the store (a
+	// commit of another execution before it changed the store's change
+	// token), then again, answered from the models the first read built.
+	type series struct{ ms, server []float64 }
+	var hugeRead, smallRead, hugeKept, smallKept series
 	var h, s load
-	for range 5 {
-		browserLoad(t, ctx, small)
-		s = browserEval[load](t, ctx, measure)
-		smallMs, smallServer = append(smallMs, s.Ms), append(smallServer, s.Server)
-		browserLoad(t, ctx, huge)
-		h = browserEval[load](t, ctx, measure)
-		hugeMs, hugeServer = append(hugeMs, h.Ms), append(hugeServer, h.Server)
+	loadInto := func(url string, into *series) load {
+		browserLoad(t, ctx, url)
+		l := browserEval[load](t, ctx, measure)
+		into.ms, into.server = append(into.ms, l.Ms), append(into.server, l.Server)
+		return l
+	}
+	for i := range 5 {
+		postUIEvents(t, base, []map[string]any{{"type": "execution", "execution_id": fmt.Sprintf("other-%d", i), "name": "other", "status": "running"}})
+		loadInto(small, &smallRead)
+		loadInto(huge, &hugeRead)
+		s = loadInto(small, &smallKept)
+		h = loadInto(huge, &hugeKept)
 	}
 	median := func(v []float64) float64 { v = slices.Clone(v); slices.Sort(v); return v[len(v)/2] }
-	hm, sm := median(hugeMs), median(smallMs)
-	t.Logf("Chromium, median of 5 loads: %d steps %.0f ms (server %.0f ms; %d bytes of HTML, %d elements, %d lanes, %d findings); %d steps %.0f ms (server %.0f ms; %d bytes, %d elements); ratio %.2f",
-		hugeSteps, hm, median(hugeServer), h.Bytes, h.Elements, h.Lanes, h.Findings, smallSteps, sm, median(smallServer), s.Bytes, s.Elements, hm/sm)
+	for _, r := range []struct {
+		name        string
+		huge, small series
+	}{{"read from the store", hugeRead, smallRead}, {"model kept", hugeKept, smallKept}} {
+		hm, sm := median(r.huge.ms), median(r.small.ms)
+		t.Logf("Chromium, median of 5 loads, %s: %d steps %.0f ms (server %.0f ms), %d steps %.0f ms (server %.0f ms); ratio %.2f",
+			r.name, hugeSteps, hm, median(r.huge.server), smallSteps, sm, median(r.small.server), hm/sm)
+	}
+	t.Logf("first answers: %d steps %d bytes of HTML, %d elements, %d lanes, %d findings; %d steps %d bytes, %d elements",
+		hugeSteps, h.Bytes, h.Elements, h.Lanes, h.Findings, smallSteps, s.Bytes, s.Elements)
 	if h.Bytes > maxFirstHTMLBytes || h.Elements > maxFirstElements {
 		t.Errorf("huge page in Chromium: got %d bytes and %d elements, want at most %d and %d", h.Bytes, h.Elements, maxFirstHTMLBytes, maxFirstElements)
 	}

@@ -90,6 +90,10 @@ type Server struct {
 
 	// budget bounds the memory of bodies being decoded (budget.go).
 	budget *ingest.DecodeBudget
+
+	// executions keeps the models of executions read last
+	// (execution_cache.go).
+	executions *executionCache
 }
 
 // New builds the server and its routes.
@@ -109,7 +113,7 @@ func New(cfg Config) *Server {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Server{cfg: cfg, echo: e, sandbox: sandbox.New(cfg.Sandbox), hub: cfg.Hub}
+	s := &Server{cfg: cfg, echo: e, sandbox: sandbox.New(cfg.Sandbox), hub: cfg.Hub, executions: newExecutionCache(maxCachedItems)}
 	s.budget = ingest.NewDecodeBudget(cfg.MaxDecodeBytes, cfg.DecodeWait)
 	if token := cfg.Auth.Token(cfg.IngestToken); token != "" {
 		s.auth = newAuthenticator(token, cfg.Auth.SessionTTL, cfg.Now)
