@@ -169,10 +169,12 @@ func ReplaceSteps(steps []trace.Step, changed map[string][]trace.Attempt) []trac
 	// (first start, id) orders steps totally: each new one goes where a
 	// sort would put it.
 	order := func(a, b trace.Step) int {
-		return cmp.Or(firstStart(a).Compare(firstStart(b)), cmp.Compare(a.ID, b.ID))
+		return cmp.Or(firstStart(a).Compare(firstStart(b)), trace.CompareNatural(a.ID, b.ID))
 	}
 	for _, as := range changed {
-		for _, s := range groupSteps(as) {
+		// A copy: the steps' attempts are parts of what groupSteps groups,
+		// and the caller keeps changed.
+		for _, s := range groupSteps(slices.Clone(as)) {
 			at, _ := slices.BinarySearchFunc(out, s, order)
 			out = slices.Insert(out, at, s)
 		}

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -36,9 +37,14 @@ func scanExecution(row interface{ Scan(...any) error }, extra ...any) (trace.Exe
 const attemptColumns = `execution_id, step_id, attempt, tool, effect, provider, outcome, deduplicated, idempotency_key,
 	worker, started_at, ended_at, args, result, error, conflicts, trace_id, span_id, recognised_by`
 
-func scanAttempts(rows *sql.Rows) ([]trace.Attempt, error) {
+func scanAttempts(rows *sql.Rows) ([]trace.Attempt, error) { return scanAttemptsSized(rows, 0) }
+
+// scanAttemptsSized is scanAttempts with room for about expect attempts
+// made at once: an attempt is some 400 bytes, and growing a slice of
+// 10,000 of them by doubling copies twice that.
+func scanAttemptsSized(rows *sql.Rows, expect int) ([]trace.Attempt, error) {
 	defer rows.Close()
-	var out []trace.Attempt
+	out := make([]trace.Attempt, 0, expect)
 	for rows.Next() {
 		var a trace.Attempt
 		var started, ended sql.NullInt64
@@ -109,7 +115,7 @@ func loadRun(ctx context.Context, q querier, id string, fed map[string]bool) (tr
 // queries however many there are; an id with no execution is left out.
 // Every run shares fed, which is only read.
 func loadRuns(ctx context.Context, q querier, ids []string, fed map[string]bool) (map[string]trace.Run, error) {
-	runs, err := loadExecutionRows(ctx, q, ids, fed)
+	runs, expect, err := loadExecutionRows(ctx, q, ids, fed)
 	if err != nil || len(runs) == 0 {
 		return runs, err
 	}
@@ -118,7 +124,7 @@ func loadRuns(ctx context.Context, q querier, ids []string, fed map[string]bool)
 		found = append(found, id)
 	}
 	sort.Strings(found)
-	all, attempts, err := loadRunAttempts(ctx, q, found)
+	all, attempts, err := loadRunAttempts(ctx, q, found, expect)
 	if err != nil {
 		return nil, err
 	}
@@ -141,40 +147,44 @@ func loadRuns(ctx context.Context, q querier, ids []string, fed map[string]bool)
 	return runs, nil
 }
 
-// loadExecutionRows reads the executions' rows, as runs of nothing else.
-func loadExecutionRows(ctx context.Context, q querier, ids []string, fed map[string]bool) (map[string]trace.Run, error) {
+// loadExecutionRows reads the executions' rows, as runs of nothing else,
+// and the number of attempts they count.
+func loadExecutionRows(ctx context.Context, q querier, ids []string, fed map[string]bool) (map[string]trace.Run, int, error) {
 	runs := make(map[string]trace.Run, len(ids))
 	if len(ids) == 0 {
-		return runs, nil
+		return runs, 0, nil
 	}
-	rows, err := q.QueryContext(ctx, `SELECT `+executionColumns+` FROM executions WHERE execution_id IN `+listParam, jsonList(ids))
+	rows, err := q.QueryContext(ctx, `SELECT `+executionColumns+`, attempts FROM executions WHERE execution_id IN `+listParam, jsonList(ids))
 	if err != nil {
-		return nil, fmt.Errorf("store: load executions: %w", err)
+		return nil, 0, fmt.Errorf("store: load executions: %w", err)
 	}
+	total := 0
 	for rows.Next() {
-		x, err := scanExecution(rows)
+		var attempts int
+		x, err := scanExecution(rows, &attempts)
 		if err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("store: load executions: %w", err)
+			return nil, 0, fmt.Errorf("store: load executions: %w", err)
 		}
 		runs[x.ID] = trace.Run{Execution: x, FedProviders: fed}
+		total += attempts
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("store: load executions: %w", err)
+		return nil, 0, fmt.Errorf("store: load executions: %w", err)
 	}
-	return runs, nil
+	return runs, total, nil
 }
 
 // loadRunAttempts reads the executions' attempts: all of them, in the
 // order of ORDER BY execution_id, step_id, attempt, and by execution,
 // each run's a part of all, not a copy.
-func loadRunAttempts(ctx context.Context, q querier, found []string) ([]trace.Attempt, map[string][]trace.Attempt, error) {
+func loadRunAttempts(ctx context.Context, q querier, found []string, expect int) ([]trace.Attempt, map[string][]trace.Attempt, error) {
 	rows, err := q.QueryContext(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE execution_id IN `+listParam+` ORDER BY execution_id, step_id, attempt`, jsonList(found))
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: load attempts: %w", err)
 	}
-	all, err := scanAttempts(rows)
+	all, err := scanAttemptsSized(rows, expect)
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: load attempts: %w", err)
 	}
@@ -339,24 +349,22 @@ func sortedSet(set map[string]bool) []string {
 // groupSteps groups attempts (sorted by step, then number) into steps,
 // ordered by when each step first started, then in natural id order as
 // trace's own grouping orders them. A step's tool, effect class and
-// provider come from its lowest-numbered attempt that names them.
+// provider come from its lowest-numbered attempt that names them. Each
+// step's attempts are a part of attempts, not a copy (capped, so that an
+// append to them copies).
 func groupSteps(attempts []trace.Attempt) []trace.Step {
 	var steps []trace.Step
-	for _, a := range attempts {
-		if len(steps) == 0 || steps[len(steps)-1].ID != a.StepID {
-			steps = append(steps, trace.Step{ExecutionID: a.ExecutionID, ID: a.StepID})
+	for start := 0; start < len(attempts); {
+		end := start + 1
+		for end < len(attempts) && attempts[end].StepID == attempts[start].StepID {
+			end++
 		}
-		s := &steps[len(steps)-1]
-		if s.Tool == "" {
-			s.Tool = a.Tool
+		s := trace.Step{ExecutionID: attempts[start].ExecutionID, ID: attempts[start].StepID, Attempts: attempts[start:end:end]}
+		for _, a := range s.Attempts {
+			s.Tool, s.Effect, s.Provider = cmp.Or(s.Tool, a.Tool), cmp.Or(s.Effect, a.Effect), cmp.Or(s.Provider, a.Provider)
 		}
-		if s.Effect == "" {
-			s.Effect = a.Effect
-		}
-		if s.Provider == "" {
-			s.Provider = a.Provider
-		}
-		s.Attempts = append(s.Attempts, a)
+		steps = append(steps, s)
+		start = end
 	}
 	sort.SliceStable(steps, func(i, j int) bool {
 		ti, tj := firstStart(steps[i]), firstStart(steps[j])

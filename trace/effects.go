@@ -99,6 +99,22 @@ func (r Run) StepEffects() map[string][]Effect {
 	return newEffectIndex(r).stepEffects()
 }
 
+// PlacedEffects are where a run's effects belong: ByStep as StepEffects
+// gives them, Unattributed as UnattributedEffects does. Placing them is
+// most of the cost of judging a run and of telling its incidents; a
+// caller that needs both places them once (Run.PlaceEffects) and hands
+// the result to each (JudgePlaced, IncidentsPlaced).
+type PlacedEffects struct {
+	ByStep       map[string][]Effect
+	Unattributed []Effect
+}
+
+// PlaceEffects places r's effects.
+func (r Run) PlaceEffects() PlacedEffects {
+	ix := newEffectIndex(r)
+	return PlacedEffects{ByStep: ix.stepEffects(), Unattributed: ix.unattributed()}
+}
+
 func (ix effectIndex) stepEffects() map[string][]Effect {
 	r := ix.run
 	out := map[string][]Effect{}

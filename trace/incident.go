@@ -87,7 +87,13 @@ func (in Incident) Rules() []Rule {
 // They come worst first, then in natural step order (SortIncidents),
 // whatever the order of findings.
 func Incidents(r Run, findings []Finding, gaps []Gap) []Incident {
-	out := incidents(r, findings, gaps)
+	return IncidentsPlaced(r, findings, gaps, r.StepEffects())
+}
+
+// IncidentsPlaced is Incidents with r's effects placed by step already
+// (r.PlaceEffects().ByStep, or r.StepEffects()).
+func IncidentsPlaced(r Run, findings []Finding, gaps []Gap, stepEffects map[string][]Effect) []Incident {
+	out := incidents(r, findings, gaps, stepEffects)
 	SortIncidents(out)
 	return out
 }
@@ -141,12 +147,11 @@ func compareFirstFindings(a, b []Finding) int {
 	return CompareFindingPlaces(a[0], b[0])
 }
 
-func incidents(r Run, findings []Finding, gaps []Gap) []Incident {
+func incidents(r Run, findings []Finding, gaps []Gap, effects map[string][]Effect) []Incident {
 	// Sorted here so that an incident's findings, and its first rule, do
 	// not depend on the order the caller read them in.
 	findings = slices.Clone(findings)
 	SortFindings(findings)
-	effects := r.StepEffects()
 	tree := newSpanTree(r)
 	steps := map[string]Step{}
 	for _, s := range r.Steps {

@@ -39,6 +39,11 @@ func Judge(r Run, findings []Finding) Verdict {
 	return judge(r, findings, ix.stepEffects(), ix.unattributed())
 }
 
+// JudgePlaced is Judge with r's effects placed already (r.PlaceEffects()).
+func JudgePlaced(r Run, findings []Finding, placed PlacedEffects) Verdict {
+	return judge(r, findings, placed.ByStep, placed.Unattributed)
+}
+
 func judge(r Run, findings []Finding, effects map[string][]Effect, unattributed []Effect) Verdict {
 	var v Verdict
 	for _, s := range r.Steps {

@@ -61,14 +61,17 @@ func NewExecution(in ExecutionInput) Execution {
 	slices.SortStableFunc(findings, trace.CompareFindingPlaces)
 	x := Execution{Run: in.Run, Findings: findings, States: in.States, silenceAfter: in.Analysis.GapThreshold}
 	x.Gaps = trace.Gaps(in.Run, in.Analysis)
-	x.Verdict = trace.Judge(in.Run, in.Findings)
-	x.Incidents = NewIncidents(in.Run, in.Findings, x.Gaps)
+	// Placing the effects is the costly part of judging, of telling the
+	// incidents and of drawing the lanes: done once for the three.
+	placed := in.Run.PlaceEffects()
+	x.Verdict = trace.JudgePlaced(in.Run, in.Findings, placed)
+	x.Incidents = newIncidents(in.Run, in.Findings, x.Gaps, placed.ByStep)
 	// The counts are trace's, from the run read: the list's stored counts
 	// are the same function's result cached at commit (and rebuilt when
 	// the derivation changes), so the two agree without a second source.
 	x.Summary = ExecutionRow{Execution: in.Run.Execution, Counts: in.Run.Counts(), Findings: len(in.Findings),
 		CriticalFindings: trace.CriticalCount(in.Findings), AuditState: x.Verdict.State}
-	x.index = NewRunIndex(in.Run, findings)
+	x.index = newRunIndex(in.Run, findings, placed.ByStep)
 	for _, f := range findings {
 		x.findingViews = append(x.findingViews, NewFindingView(f))
 	}
@@ -90,7 +93,9 @@ func NewExecution(in ExecutionInput) Execution {
 // lists, and how many to read (some may be its own): none unless it is
 // unverified, as they may be what it caused.
 func NearbyOrphanWindow(run trace.Run, findings []trace.Finding) (from, to time.Time, limit int) {
-	if trace.Judge(run, findings).State != trace.StateUnverified {
+	// A critical finding makes the run critical whatever its effects
+	// (trace.Judge), so they need no placing.
+	if trace.CriticalCount(findings) > 0 || trace.Judge(run, findings).State != trace.StateUnverified {
 		return time.Time{}, time.Time{}, 0
 	}
 	from, to = runWindow(run)

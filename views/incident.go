@@ -76,8 +76,13 @@ type IncidentEffect struct {
 // NewIncidents tells the run's critical findings (or, when it has none,
 // the repeats its keys and journal held) in sentences. gaps are the run's.
 func NewIncidents(run trace.Run, findings []trace.Finding, gaps []trace.Gap) []Incident {
+	return newIncidents(run, findings, gaps, run.StepEffects())
+}
+
+// newIncidents is NewIncidents with the run's effects placed by step.
+func newIncidents(run trace.Run, findings []trace.Finding, gaps []trace.Gap, stepEffects map[string][]trace.Effect) []Incident {
 	var out []Incident
-	for _, in := range trace.Incidents(run, findings, gaps) {
+	for _, in := range trace.IncidentsPlaced(run, findings, gaps, stepEffects) {
 		out = append(out, newIncident(run, in))
 	}
 	return out

@@ -332,7 +332,12 @@ type RunIndex struct {
 
 // NewRunIndex indexes run and its findings.
 func NewRunIndex(run trace.Run, findings []trace.Finding) *RunIndex {
-	ix := &RunIndex{StepEffects: run.StepEffects(), StepNames: trace.StepNames(run.Steps), HTTPCalls: run.HTTPCalls(),
+	return newRunIndex(run, findings, run.StepEffects())
+}
+
+// newRunIndex is NewRunIndex with the run's effects placed by step.
+func newRunIndex(run trace.Run, findings []trace.Finding, stepEffects map[string][]trace.Effect) *RunIndex {
+	ix := &RunIndex{StepEffects: stepEffects, StepNames: trace.StepNames(run.Steps), HTTPCalls: run.HTTPCalls(),
 		Findings: map[string]int{}}
 	for _, f := range findings {
 		if f.StepID != "" {
