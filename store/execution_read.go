@@ -82,7 +82,7 @@ type OrphanWindow struct {
 // ReadExecution reads an execution, its findings, its effects' states and,
 // when orphans asks for some once it has seen the run and its findings,
 // orphan effects near it, and the change token of what it read: one read
-// transaction, at most ten queries however many steps, attempts and
+// transaction, at most nine queries however many steps, attempts and
 // effects it has.
 func (db *DB) ReadExecution(ctx context.Context, id string, orphans func(trace.Run, []trace.Finding) OrphanWindow) (ExecutionRead, error) {
 	var r ExecutionRead
@@ -97,7 +97,8 @@ func (db *DB) ReadExecution(ctx context.Context, id string, orphans func(trace.R
 		if err != nil {
 			return err
 		}
-		if r.Run, err = loadRun(ctx, tx, id, fed); err != nil {
+		var states map[trace.EffectRef]trace.MatchState
+		if r.Run, states, err = loadRunStates(ctx, tx, id, fed); err != nil {
 			return err
 		}
 		if testHookAfterRunRead != nil {
@@ -106,12 +107,12 @@ func (db *DB) ReadExecution(ctx context.Context, id string, orphans func(trace.R
 		if r.Findings, _, err = findings(ctx, tx, FindingFilter{ExecutionID: id}); err != nil {
 			return err
 		}
-		refs := make([]trace.EffectRef, len(r.Run.Effects))
-		for i, f := range r.Run.Effects {
-			refs[i] = f.Ref()
-		}
-		if r.States, err = effectStates(ctx, tx, refs); err != nil {
-			return err
+		// The states of the run's own effects, read with them.
+		r.States = make(map[trace.EffectRef]trace.MatchState, len(r.Run.Effects))
+		for _, f := range r.Run.Effects {
+			if st, ok := states[f.Ref()]; ok {
+				r.States[f.Ref()] = st
+			}
 		}
 		if orphans == nil {
 			return nil

@@ -115,9 +115,9 @@ func TestReadExecutionQueriesDoNotGrowWithTheExecution(t *testing.T) {
 		t.Fatal("large execution: got no findings, want the retried writes' (the count must include that query)")
 	}
 	// The change token, one for the fed providers, five for the run
-	// (execution, attempts, spans, effects, key peers), findings, effect
-	// states, nearby orphans.
-	const want = 10
+	// (execution, attempts, spans, effects with their states, key peers),
+	// findings, nearby orphans.
+	const want = 9
 	if counts["small"] != want || counts["large"] != want {
 		t.Errorf("queries: got %d for 12 attempts and 5 effects, %d for 1,002 attempts and 100 effects, want %d each",
 			counts["small"], counts["large"], want)
@@ -369,12 +369,12 @@ func TestPagesQueriesDoNotGrowWithTheirRows(t *testing.T) {
 			}
 		}
 		// The page: ReadExecution's queries (the change token, the fed
-		// providers, five for the run, findings, effect states); these
-		// executions are not unverified, so no orphans are read, and the
-		// web keeps no model of them yet. The JSON twin, with nothing
+		// providers, five for the run, findings); these executions are not
+		// unverified, so no orphans are read, and the web keeps no model of
+		// them yet. The JSON twin, with nothing
 		// committed since: the model the page's read built, after one
 		// query, the change token's.
-		want := int64(9)
+		want := int64(8)
 		if path == "/api/v1/executions/" {
 			want = 1
 		}
@@ -389,8 +389,8 @@ func TestPagesQueriesDoNotGrowWithTheirRows(t *testing.T) {
 		t.Errorf("GET /executions/large again: got %d queries, want 1 (the change token; the model kept)", n)
 	}
 	write(t, w, map[string]any{"type": "execution", "execution_id": "other", "name": "other-agent", "status": "running"})
-	if n, _ := serve("/executions/large"); n != 10 {
-		t.Errorf("GET /executions/large after a commit: got %d queries, want 10 (the token, then the whole read)", n)
+	if n, _ := serve("/executions/large"); n != 9 {
+		t.Errorf("GET /executions/large after a commit: got %d queries, want 9 (the token, then the whole read)", n)
 	}
 }
 

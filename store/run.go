@@ -100,24 +100,37 @@ func scanEffects(rows *sql.Rows) ([]trace.Effect, error) {
 
 // loadRun reads everything the audit needs about one execution.
 func loadRun(ctx context.Context, q querier, id string, fed map[string]bool) (trace.Run, error) {
-	runs, err := loadRuns(ctx, q, []string{id}, fed)
+	run, _, err := loadRunStates(ctx, q, id, fed)
+	return run, err
+}
+
+// loadRunStates is loadRun, and the match states of the run's effects.
+func loadRunStates(ctx context.Context, q querier, id string, fed map[string]bool) (trace.Run, map[trace.EffectRef]trace.MatchState, error) {
+	runs, states, err := loadRunsStates(ctx, q, []string{id}, fed)
 	if err != nil {
-		return trace.Run{FedProviders: fed}, err
+		return trace.Run{FedProviders: fed}, nil, err
 	}
 	run, ok := runs[id]
 	if !ok {
-		return trace.Run{FedProviders: fed}, ErrNotFound
+		return trace.Run{FedProviders: fed}, nil, ErrNotFound
 	}
-	return run, nil
+	return run, states, nil
 }
 
 // loadRuns reads the executions asked for, each as loadRun would, in five
 // queries however many there are; an id with no execution is left out.
 // Every run shares fed, which is only read.
 func loadRuns(ctx context.Context, q querier, ids []string, fed map[string]bool) (map[string]trace.Run, error) {
+	runs, _, err := loadRunsStates(ctx, q, ids, fed)
+	return runs, err
+}
+
+// loadRunsStates is loadRuns, and the match states of every effect of the
+// runs, read with them.
+func loadRunsStates(ctx context.Context, q querier, ids []string, fed map[string]bool) (map[string]trace.Run, map[trace.EffectRef]trace.MatchState, error) {
 	runs, expect, err := loadExecutionRows(ctx, q, ids, fed)
 	if err != nil || len(runs) == 0 {
-		return runs, err
+		return runs, nil, err
 	}
 	found := make([]string, 0, len(runs))
 	for id := range runs {
@@ -126,25 +139,25 @@ func loadRuns(ctx context.Context, q querier, ids []string, fed map[string]bool)
 	sort.Strings(found)
 	all, attempts, err := loadRunAttempts(ctx, q, found, expect)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	spans, err := loadRunSpans(ctx, q, found)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	terms := newRunTerms(found, attempts, spans)
-	effects, err := loadRunEffects(ctx, q, found, terms)
+	effects, states, err := loadRunEffects(ctx, q, found, terms)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	peers, err := loadRunPeers(ctx, q, found, terms, all)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, id := range found {
 		runs[id] = assembleRun(runs[id], attempts[id], spans[id], effects, peers, terms.keys[id], terms.traces[id])
 	}
-	return runs, nil
+	return runs, states, nil
 }
 
 // loadExecutionRows reads the executions' rows, as runs of nothing else,
@@ -244,22 +257,39 @@ func newRunTerms(found []string, attempts map[string][]trace.Attempt, spans map[
 
 // loadRunEffects reads in one query the union of the runs' effects: those
 // naming one, carrying a key one sent, of one of their traces, or joined
-// to one from a stray trace. Each run then keeps its own (assembleRun).
-func loadRunEffects(ctx context.Context, q querier, found []string, terms runTerms) ([]trace.Effect, error) {
-	rows, err := q.QueryContext(ctx, `SELECT `+effectColumns+` FROM effects WHERE execution_id IN `+listParam+`
-		UNION SELECT `+effectColumns+` FROM effects WHERE idempotency_key IN `+listParam+`
-		UNION SELECT `+effectColumns+` FROM effects WHERE trace_id IN `+listParam+`
-		UNION SELECT `+effectColumns+` FROM effects WHERE joined_execution_id IN `+listParam+` AND joined_execution_id != ''
+// to one from a stray trace; and their match states. Each run then keeps
+// its own (assembleRun). An effect found by several of the four is read
+// by each (UNION ALL: a UNION would compare whole rows to drop them) and
+// kept once: the copies are the same row, so they sort side by side.
+func loadRunEffects(ctx context.Context, q querier, found []string, terms runTerms) ([]trace.Effect, map[trace.EffectRef]trace.MatchState, error) {
+	rows, err := q.QueryContext(ctx, `SELECT `+effectColumns+`, state FROM effects WHERE execution_id IN `+listParam+`
+		UNION ALL SELECT `+effectColumns+`, state FROM effects WHERE idempotency_key IN `+listParam+`
+		UNION ALL SELECT `+effectColumns+`, state FROM effects WHERE trace_id IN `+listParam+`
+		UNION ALL SELECT `+effectColumns+`, state FROM effects WHERE joined_execution_id IN `+listParam+` AND joined_execution_id != ''
 		ORDER BY at NULLS FIRST, provider, effect_id`,
 		jsonList(found), jsonList(terms.allKeys), jsonList(terms.allTraces), jsonList(found))
 	if err != nil {
-		return nil, fmt.Errorf("store: load effects: %w", err)
+		return nil, nil, fmt.Errorf("store: load effects: %w", err)
 	}
-	effects, err := scanEffects(rows)
-	if err != nil {
-		return nil, fmt.Errorf("store: load effects: %w", err)
+	defer rows.Close()
+	var effects []trace.Effect
+	states := map[trace.EffectRef]trace.MatchState{}
+	for rows.Next() {
+		var state trace.MatchState
+		f, err := scanEffect(rows, &state)
+		if err != nil {
+			return nil, nil, fmt.Errorf("store: load effects: %w", err)
+		}
+		if n := len(effects); n > 0 && effects[n-1].Ref() == f.Ref() {
+			continue
+		}
+		effects = append(effects, f)
+		states[f.Ref()] = state
 	}
-	return effects, nil
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("store: load effects: %w", err)
+	}
+	return effects, states, nil
 }
 
 // loadRunPeers reads the attempts of other executions carrying one of the
