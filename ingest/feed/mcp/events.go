@@ -190,7 +190,9 @@ func marshal(v any) json.RawMessage {
 
 func itoa(n int) string { return strconv.Itoa(n) }
 
-func errorf(format string, args ...any) error { return errors.New("mcp: " + fmt.Sprintf(format, args...)) }
+func errorf(format string, args ...any) error {
+	return errors.New("mcp: " + fmt.Sprintf(format, args...))
+}
 
 // lockedRand is a math/rand/v2 source safe for concurrent calls.
 func lockedRand() func() float64 {

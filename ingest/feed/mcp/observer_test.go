@@ -65,7 +65,12 @@ func newObserver(t *testing.T, rec mcp.Recorder, cfg mcp.Config) *mcp.Observer {
 	base := time.Date(2026, 7, 2, 9, 0, 0, 0, time.UTC)
 	var mu sync.Mutex
 	tick := 0
-	cfg.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); tick++; return base.Add(time.Duration(tick) * time.Second) }
+	cfg.Now = func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		tick++
+		return base.Add(time.Duration(tick) * time.Second)
+	}
 	o, err := mcp.New(cfg)
 	if err != nil {
 		t.Fatal(err)
