@@ -53,13 +53,14 @@ func (s *Session) eventID(what string) string {
 }
 
 // attemptEvent is the call as an attempt of its step: numbered by the
-// store among the step's attempts by its span (trace.NumberSpanAttempts).
+// store among the step's attempts by its span (trace.NumberSpanAttempts),
+// recognised by "mcp" (the proxy, not a span dialect, saw it).
 func (s *Session) attemptEvent(pc *pendingCall, end time.Time, outcome trace.Outcome, errText string, result json.RawMessage) json.RawMessage {
 	c := pc.call
 	ev := map[string]any{"type": "attempt", "id": s.eventID("call:" + idLabel(c.ID)), "execution_id": s.execution(pc),
 		"step_id": ToolStepID(c.Tool, c.Args), "tool": c.Tool, "effect": string(c.Class), "provider": s.o.cfg.Provider,
 		"started_at": stamp(pc.started), "ended_at": stamp(end), "outcome": string(outcome),
-		"trace_id": pc.traceID, "span_id": pc.spanID}
+		"trace_id": pc.traceID, "span_id": pc.spanID, "recognised_by": Feed}
 	if len(c.Args) > 0 && json.Valid(c.Args) {
 		ev["args"] = c.Args
 	}
@@ -67,7 +68,8 @@ func (s *Session) attemptEvent(pc *pendingCall, end time.Time, outcome trace.Out
 		ev["idempotency_key"] = c.Key
 	}
 	if errText != "" {
-		ev["error"] = feed.OneLine(errText, 1000)
+		// Every error names the call as the client's log would.
+		ev["error"] = feed.OneLine("tools/call #"+idLabel(c.ID)+": "+errText, 1000)
 	}
 	if len(result) > 0 && json.Valid(result) {
 		if len(result) <= MaxResultBytes {

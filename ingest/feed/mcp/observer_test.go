@@ -168,7 +168,7 @@ func TestToolCallsBecomeAttemptsAndEffects(t *testing.T) {
 			t.Errorf("attempt %d: got %v, want no number and a span of its own (the store numbers it)", i, a)
 		}
 	}
-	if attempts[2]["error"] != "card declined" || attempts[2]["idempotency_key"] != "ik_charge_1" {
+	if attempts[2]["error"] != "tools/call #4: card declined" || attempts[2]["recognised_by"] != "mcp" || attempts[2]["idempotency_key"] != "ik_charge_1" {
 		t.Errorf("charge_card: got %v, want the tool's error text and the key", attempts[2])
 	}
 	if attempts[1]["step_id"] != mcp.ToolStepID("send_invoice_email", json.RawMessage(args)) {

@@ -104,7 +104,7 @@ func (s *Session) newCall(m message) (Call, bool) {
 	if old := s.pending[key]; old != nil {
 		// The same id again before an answer: the client reused it, so the
 		// first will never be told apart from the second.
-		s.finish(old, pc.started, trace.OutcomeTimeout, "mcp: the client sent another request with the same id before this one was answered", nil, false)
+		s.finish(old, pc.started, trace.OutcomeTimeout, "no answer told apart: the client sent another request with the same id before this one was answered", nil, false)
 	}
 	s.pending[key] = pc
 	s.order = append(s.order, key)
@@ -165,7 +165,7 @@ func (s *Session) bound() {
 		key := s.order[0]
 		s.order = s.order[1:]
 		if pc := s.pending[key]; pc != nil {
-			s.finish(pc, s.o.cfg.Now(), trace.OutcomeTimeout, "mcp: no answer while "+itoa(MaxPending)+" newer calls of the session awaited theirs", nil, false)
+			s.finish(pc, s.o.cfg.Now(), trace.OutcomeTimeout, "no answer while "+itoa(MaxPending)+" newer calls of the session awaited theirs", nil, false)
 		}
 	}
 	if len(s.order) > 2*MaxPending {
@@ -220,12 +220,12 @@ func (s *Session) answered(pc *pendingCall, m message, now time.Time) {
 	case m.Error != nil:
 		s.finish(pc, now, trace.OutcomeError, "JSON-RPC error "+itoa(m.Error.Code)+": "+m.Error.Message, nil, false)
 	case json.Unmarshal(m.Result, &res) != nil:
-		s.finish(pc, now, trace.OutcomeError, "mcp: the server's result is not a tools/call result", nil, false)
+		s.finish(pc, now, trace.OutcomeError, "the server's result is not a tools/call result", nil, false)
 	case res.IsError:
 		s.finish(pc, now, trace.OutcomeError, res.errorText(), m.Result, false)
 	case pc.dropAnswer:
 		// The server did it; the client never hears so.
-		s.finish(pc, now, trace.OutcomeTimeout, "oncetrace lose-response: the answer was withheld from the client", m.Result, true)
+		s.finish(pc, now, trace.OutcomeTimeout, "the server answered; oncetrace (lose-response) withheld the answer from the client", m.Result, true)
 	default:
 		s.finish(pc, now, trace.OutcomeOK, "", m.Result, true)
 	}
@@ -272,7 +272,7 @@ func (s *Session) Close() {
 	now := o.cfg.Now()
 	for _, key := range s.order {
 		if pc := s.pending[key]; pc != nil {
-			s.finish(pc, now, trace.OutcomeTimeout, "mcp: the session ended before the server answered", nil, false)
+			s.finish(pc, now, trace.OutcomeTimeout, "no answer: the session ended before the server answered", nil, false)
 		}
 	}
 	s.order = nil
