@@ -13,8 +13,8 @@ import (
 	"github.com/oncetrace/oncetrace/trace"
 )
 
-// Outcome is what became of an item (an effect) handed to a
-// RetryingRecorder.
+// Outcome is what became of an item (an effect, or a batch of events)
+// handed to a RetryingRecorder.
 type Outcome string
 
 const (
@@ -31,7 +31,8 @@ const (
 )
 
 // Counts are a RetryingRecorder's counters since it started, in items:
-// effects for a QueuedRecorder.
+// effects for a QueuedRecorder, batches (Record calls) for a
+// QueuedEventRecorder.
 type Counts struct {
 	Recorded   int64 `json:"recorded"`    // items the server has, at once or after retries
 	Failed     int64 `json:"failed"`      // attempts to record that failed and will be retried
@@ -45,7 +46,7 @@ type Counts struct {
 type QueuedConfig struct {
 	// Feed and Limits check an item as the server will before it is
 	// recorded or queued, so an invalid item never blocks the queue. Feed
-	// names the feed in effect event ids.
+	// names the feed in effect event ids; events carry their own.
 	Feed   string
 	Limits ingest.Limits
 	// Timeout bounds each attempt to record; 5 s when zero.
@@ -78,6 +79,11 @@ func (cfg QueuedConfig) withDefaults() QueuedConfig {
 // QueuedRecorder records effects; NewQueuedRecorder makes one.
 type QueuedRecorder = RetryingRecorder[trace.Effect]
 
+// QueuedEventRecorder records batches of native events, each batch in one
+// request, so a call's attempt and its effect land together;
+// NewQueuedEventRecorder makes one.
+type QueuedEventRecorder = RetryingRecorder[EventBatch]
+
 // RetryingRecorder records an item at once when it can and otherwise
 // keeps it in a DiskQueue, retried in order by Run until the recorder
 // takes it. The caller waits at most one Timeout and never sees a
@@ -93,7 +99,8 @@ type RetryingRecorder[T any] struct {
 	recorded, failed, dropped, rejected atomic.Int64
 }
 
-// itemKind is what a RetryingRecorder knows of the items it records.
+// itemKind is what a RetryingRecorder knows of the items it records: the
+// one difference between recording effects and recording events.
 type itemKind[T any] struct {
 	// check validates an item as the server will and returns it as it is
 	// to be sent; its error wraps ErrRejected.
