@@ -127,6 +127,29 @@ func TestSpanMapOrder(t *testing.T) {
 	}
 }
 
+// TestSpanMapsApart: building a map with a file's entries leaves the
+// built-in map (and any other) reading spans as before: the entries they
+// share are not renumbered for the new map's attributes.
+func TestSpanMapsApart(t *testing.T) {
+	tool := []testSpan{{id: 1, name: "run", end: 100},
+		{id: 2, parent: 1, name: "execute_tool send", start: 1, attrs: kv{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "send"}},
+		{id: 3, parent: 1, name: "act", start: 20, attrs: kv{"acme.kind": "tool", "acme.tool": "send"}}}
+	acme := acmeConfig(t)
+	if a := attemptOf(t, mapSpansWith(t, acme, nil, tool...), 3); a.Tool != "send" || a.RecognisedBy != "" {
+		t.Errorf("the file's map: got %+v, want an acme tool call of send", *a)
+	}
+	for range 2 { // and after a second map with the same entries
+		acmeConfig(t)
+		events := mapSpans(t, nil, tool...)
+		if a := attemptOf(t, events, 2); a.Tool != "send" {
+			t.Errorf("the built-in map after another was built: got %+v, want a GenAI tool call of send", *a)
+		}
+		if a := attemptOf(t, mapSpansWith(t, acme, nil, tool...), 2); a.Tool != "send" {
+			t.Errorf("the first file map after another was built: got %+v, want a GenAI tool call of send", *a)
+		}
+	}
+}
+
 // TestSpanMapErrors: a bad span map file is refused with the entry and the
 // key named.
 func TestSpanMapErrors(t *testing.T) {
