@@ -93,11 +93,11 @@ func TestSpanMapOrder(t *testing.T) {
 	m := ingest.NewSpanMap(parse(acmeSpanMap), parse(`{"dialects": [{"name": "vercel-ai", "tool": [{"when": [{"span_name": "vercel.tool"}]}]},
 		{"name": "zeta"}]}`), parse(`{"dialects": [{"name": "zeta", "about": "again"}]}`))
 	got := strings.Join(m.Dialects(), " ")
-	want := "oncetrace acme vercel-ai zeta temporal restate dbos gen_ai openinference openllmetry mastra google-adk opentelemetry generic"
+	want := "oncetrace acme vercel-ai zeta temporal restate dbos gen_ai mcp openinference openllmetry mastra google-adk opentelemetry generic"
 	if got != want {
 		t.Errorf("dialects:\n got %s\nwant %s", got, want)
 	}
-	if got := strings.Join(ingest.BuiltinSpanMap().Dialects(), " "); got != "oncetrace temporal restate dbos gen_ai vercel-ai openinference openllmetry mastra google-adk opentelemetry generic" {
+	if got := strings.Join(ingest.BuiltinSpanMap().Dialects(), " "); got != "oncetrace temporal restate dbos gen_ai mcp vercel-ai openinference openllmetry mastra google-adk opentelemetry generic" {
 		t.Errorf("built-in dialects: got %s", got)
 	}
 
