@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/oncetrace/oncetrace/ingest"
 	"github.com/oncetrace/oncetrace/ingest/feed"
 	"github.com/oncetrace/oncetrace/trace"
 )
@@ -113,25 +114,16 @@ func syntheticContext(session, id string) (traceID, spanID string) {
 }
 
 // ToolStepID is the step of a call of tool with args: the id the span
-// mapping gives a tool call with arguments (docs/otlp.md § Steps), so a
-// proxy and an instrumented client agree.
+// mapping gives a tool call with arguments (ingest.ToolStepID over the
+// arguments as the server stores them: secrets masked with its default
+// redactor, keys sorted), so a proxy and an instrumented client agree.
+// Arguments that are not JSON are hashed as sent.
 func ToolStepID(tool string, args json.RawMessage) string {
-	canon := json.RawMessage("null")
-	if len(args) > 0 {
-		dec := json.NewDecoder(bytes.NewReader(args))
-		dec.UseNumber()
-		var v any
-		if dec.Decode(&v) == nil {
-			var buf bytes.Buffer
-			enc := json.NewEncoder(&buf)
-			enc.SetEscapeHTML(false)
-			if enc.Encode(v) == nil {
-				canon = bytes.TrimRight(buf.Bytes(), "\n")
-			}
-		}
+	canon, err := ingest.CanonicalArgs(args, ingest.DefaultLimits.Redact)
+	if err != nil {
+		canon = args
 	}
-	sum := sha256.Sum256(append([]byte(tool+"\x00"), canon...))
-	return "tool-" + hex.EncodeToString(sum[:8])
+	return ingest.ToolStepID(tool, canon)
 }
 
 // parsePointer splits an RFC 6901 JSON pointer into its unescaped tokens.
