@@ -2,8 +2,6 @@ package ingest
 
 import (
 	"cmp"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -517,11 +515,7 @@ func stepID(s *otlpSpan, tool string, canonArgs json.RawMessage, hasArgs bool) s
 		}
 		return "span-" + s.spanID
 	}
-	if canonArgs == nil {
-		canonArgs = json.RawMessage("null") // arguments sent as null
-	}
-	sum := sha256.Sum256(append([]byte(tool+"\x00"), canonArgs...))
-	return "tool-" + hex.EncodeToString(sum[:8])
+	return ToolStepID(tool, canonArgs) // nil: arguments sent as null
 }
 
 // spanError is a failed span's error type (from its attributes, or the

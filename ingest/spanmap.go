@@ -774,8 +774,14 @@ func lowerAll(list []string) []string {
 }
 
 // compileSpanMap orders the entries' rules and sources as they are tried,
-// and gives every attribute they name a slot.
-func compileSpanMap(entries []*dialect) *SpanMap {
+// and gives every attribute they name a slot. It compiles copies: an
+// entry is shared by every map built with it (the built-in ones by all),
+// and the slots of one map must not become another's.
+func compileSpanMap(shared []*dialect) *SpanMap {
+	entries := make([]*dialect, len(shared))
+	for i, d := range shared {
+		entries[i] = d.clone()
+	}
 	m := &SpanMap{dialects: entries, slots: map[string]int32{}}
 	slot := func(attr string) int32 {
 		if n, ok := m.slots[attr]; ok {
@@ -843,4 +849,47 @@ func compileSpanMap(entries []*dialect) *SpanMap {
 		}
 	}
 	return m
+}
+
+// clone copies the entry's rules, conditions and field sources, the parts
+// compiling writes slots into.
+func (d *dialect) clone() *dialect {
+	c := *d
+	c.tool, c.model = cloneRules(&c, d.tool), cloneRules(&c, d.model)
+	c.http, c.context = cloneRules(&c, d.http), cloneRules(&c, d.context)
+	for f, sources := range d.fields {
+		c.fields[f] = make([]*fieldSource, len(sources))
+		for i, s := range sources {
+			cs := *s
+			cs.when, cs.fromEntry = cloneConditions(s.when), &c
+			c.fields[f][i] = &cs
+		}
+	}
+	return &c
+}
+
+func cloneRules(d *dialect, rules []*spanRule) []*spanRule {
+	if rules == nil {
+		return nil
+	}
+	out := make([]*spanRule, len(rules))
+	for i, r := range rules {
+		cr := *r
+		cr.dialect, cr.when = d, cloneConditions(r.when)
+		out[i] = &cr
+	}
+	return out
+}
+
+func cloneConditions(cs []*condition) []*condition {
+	if cs == nil {
+		return nil
+	}
+	out := make([]*condition, len(cs))
+	for i, c := range cs {
+		cc := *c
+		cc.sub = cloneConditions(c.sub)
+		out[i] = &cc
+	}
+	return out
 }

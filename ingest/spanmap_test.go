@@ -93,11 +93,11 @@ func TestSpanMapOrder(t *testing.T) {
 	m := ingest.NewSpanMap(parse(acmeSpanMap), parse(`{"dialects": [{"name": "vercel-ai", "tool": [{"when": [{"span_name": "vercel.tool"}]}]},
 		{"name": "zeta"}]}`), parse(`{"dialects": [{"name": "zeta", "about": "again"}]}`))
 	got := strings.Join(m.Dialects(), " ")
-	want := "oncetrace acme vercel-ai zeta temporal restate dbos gen_ai openinference openllmetry mastra google-adk opentelemetry generic"
+	want := "oncetrace acme vercel-ai zeta temporal restate dbos gen_ai mcp openinference openllmetry mastra google-adk opentelemetry generic"
 	if got != want {
 		t.Errorf("dialects:\n got %s\nwant %s", got, want)
 	}
-	if got := strings.Join(ingest.BuiltinSpanMap().Dialects(), " "); got != "oncetrace temporal restate dbos gen_ai vercel-ai openinference openllmetry mastra google-adk opentelemetry generic" {
+	if got := strings.Join(ingest.BuiltinSpanMap().Dialects(), " "); got != "oncetrace temporal restate dbos gen_ai mcp vercel-ai openinference openllmetry mastra google-adk opentelemetry generic" {
 		t.Errorf("built-in dialects: got %s", got)
 	}
 
@@ -124,6 +124,29 @@ func TestSpanMapOrder(t *testing.T) {
 		testSpan{id: 2, parent: 1, name: "x", start: 1, attrs: kv{"acme.kind": "llm", "oncetrace.step.id": "step-4"}})
 	if role := roleOf(events, 2); role != "attempt" {
 		t.Errorf("oncetrace.step.id on an acme llm span: got %s, want a tool call", role)
+	}
+}
+
+// TestSpanMapsApart: building a map with a file's entries leaves the
+// built-in map (and any other) reading spans as before: the entries they
+// share are not renumbered for the new map's attributes.
+func TestSpanMapsApart(t *testing.T) {
+	tool := []testSpan{{id: 1, name: "run", end: 100},
+		{id: 2, parent: 1, name: "execute_tool send", start: 1, attrs: kv{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "send"}},
+		{id: 3, parent: 1, name: "act", start: 20, attrs: kv{"acme.kind": "tool", "acme.tool": "send"}}}
+	acme := acmeConfig(t)
+	if a := attemptOf(t, mapSpansWith(t, acme, nil, tool...), 3); a.Tool != "send" || a.RecognisedBy != "" {
+		t.Errorf("the file's map: got %+v, want an acme tool call of send", *a)
+	}
+	for range 2 { // and after a second map with the same entries
+		acmeConfig(t)
+		events := mapSpans(t, nil, tool...)
+		if a := attemptOf(t, events, 2); a.Tool != "send" {
+			t.Errorf("the built-in map after another was built: got %+v, want a GenAI tool call of send", *a)
+		}
+		if a := attemptOf(t, mapSpansWith(t, acme, nil, tool...), 2); a.Tool != "send" {
+			t.Errorf("the first file map after another was built: got %+v, want a GenAI tool call of send", *a)
+		}
 	}
 }
 

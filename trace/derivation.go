@@ -18,4 +18,6 @@ package trace
 //	   duplicate, repeated_effect), key_collision within one provider, an
 //	   execution's own effects only, and stray traces' effects joined to
 //	   the attempt in flight (issue 21).
-const DerivationVersion = 4
+//	5: an attempt's class beats unknown whatever its events' order (an
+//	   MCP client's span and the MCP proxy's event of one call, issue 25).
+const DerivationVersion = 5

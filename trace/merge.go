@@ -76,7 +76,12 @@ func FoldAttempt(events []Event) Attempt {
 			a.Number = e.Number
 		}
 		keepString(&a.Tool, e.Tool)
-		keepString((*string)(&a.Effect), string(e.Effect))
+		// A class beats unknown, which says only that nobody classified
+		// the tool: a client's span of an MCP call says nothing of its
+		// class, the proxy beside it read it off the server's annotations.
+		if a.Effect == "" || (a.Effect == EffectUnknown && e.Effect != "") {
+			a.Effect = e.Effect
+		}
 		keepString(&a.Provider, e.Provider)
 		keepString(&a.IdempotencyKey, e.IdempotencyKey)
 		keepString(&a.Worker, e.Worker)

@@ -307,6 +307,31 @@ func TestFoldExecutionNamePrecedence(t *testing.T) {
 	}
 }
 
+// TestFoldAttemptClassBeatsUnknown: an attempt's class is the first one
+// its events name in fold order, unknown only when none does: whichever of
+// an MCP client's span (unknown) and the proxy's event (write) ends first.
+func TestFoldAttemptClassBeatsUnknown(t *testing.T) {
+	attempt := func(id string, end float64, class EffectClass) Event {
+		return Event{ID: id, Type: EventAttempt, Attempt: &Attempt{ExecutionID: "x", StepID: "s", TraceID: "t", SpanID: "p",
+			Effect: class, StartedAt: at(0), EndedAt: at(end), Outcome: OutcomeTimeout}}
+	}
+	span, proxy, other := attempt("otlp:t:p", 2, EffectUnknown), attempt("mcp:p", 3, EffectWrite), attempt("z", 4, EffectRead)
+	for _, tt := range []struct {
+		events []Event
+		want   EffectClass
+	}{
+		{[]Event{span, proxy}, EffectWrite},
+		{[]Event{proxy, span}, EffectWrite},
+		{[]Event{span}, EffectUnknown},
+		{[]Event{other, span, proxy}, EffectWrite}, // the first class in fold order
+		{[]Event{attempt("a", 1, ""), span}, EffectUnknown},
+	} {
+		if got := FoldAttempt(slices.Clone(tt.events)).Effect; got != tt.want {
+			t.Errorf("FoldAttempt(%d events): got class %q, want %q", len(tt.events), got, tt.want)
+		}
+	}
+}
+
 // strayWorld is an agent whose HTTP requests left its trace (LangGraph
 // without a root span of the program's own): exec_1's tool step sent two
 // emails from lone HTTP root spans of traces t2 and t3.

@@ -333,19 +333,49 @@ func (t *teller) gapBefore(prev, next trace.Attempt) bool {
 // original writes "sandbox-mail delivered msg_689…b2902 at +3 ms, attempt 1
 // timed out at +1 s without seeing it" and returns the attempt that caused
 // the first effect, if one is known.
+//
+// A call an MCP proxy recorded is told as the protocol has it: "the MCP
+// server invoices delivered msg_1 at +3 ms, the answer to tools/call #7
+// was lost (attempt 1 timed out at +2 s)".
 func (t *teller) original() (trace.Attempt, bool) {
 	first := t.in.Effects[0]
+	a, ok := t.attemptNumbered(first.Attempt)
+	if ok && isMCPCall(a) {
+		t.text("the MCP server ")
+	}
 	t.text(first.Provider + " " + effectVerb(first.Provider) + " ")
 	t.effectID(first.Effect)
 	t.text(t.at(first.At))
-	a, ok := t.attemptNumbered(first.Attempt)
 	if !ok {
 		return a, false
 	}
 	t.text(", ")
+	if id := mcpRequestID(a); id != "" && t.run.Outcome(a) == trace.OutcomeTimeout {
+		t.text("the answer to tools/call #" + id + " was lost (")
+		t.attemptOn(a)
+		t.text(t.ending(a) + ")")
+		return a, true
+	}
 	t.attemptOn(a)
 	t.text(t.ending(a))
 	return a, true
+}
+
+// isMCPCall: an MCP proxy recorded the attempt (ingest/feed/mcp).
+func isMCPCall(a trace.Attempt) bool { return a.RecognisedBy == "mcp" }
+
+// mcpRequestID is the JSON-RPC id of an MCP call whose error names it
+// ("tools/call #7: …", as the proxy writes every error), else "".
+func mcpRequestID(a trace.Attempt) string {
+	rest, ok := strings.CutPrefix(a.Error, "tools/call #")
+	if !isMCPCall(a) || !ok {
+		return ""
+	}
+	id, _, ok := strings.Cut(rest, ": ")
+	if !ok {
+		return ""
+	}
+	return id
 }
 
 // duplicate tells a step that caused more than one effect.
@@ -372,8 +402,14 @@ func (t *teller) duplicate() {
 		if !known || !t.gapBefore(prev, a) {
 			t.text(", ")
 		}
-		t.attemptOn(a)
-		t.text(" " + repeatVerb(ce.Provider))
+		if isMCPCall(a) {
+			t.text("the client called the tool again (")
+			t.attemptOn(a)
+			t.text(") and the server " + repeatVerb(ce.Provider))
+		} else {
+			t.attemptOn(a)
+			t.text(" " + repeatVerb(ce.Provider))
+		}
 		if known {
 			t.keyPhrase(a, first)
 		} else {

@@ -108,6 +108,17 @@ func demoKeyOnly() trace.Run {
 	)
 }
 
+// demoMCP is the naive run as an MCP proxy records it (ingest/feed/mcp):
+// the send's answer withheld, the client calling the tool again.
+func demoMCP() trace.Run {
+	run := demoNaive()
+	for i := range run.Steps[0].Attempts {
+		run.Steps[0].Attempts[i].RecognisedBy = "mcp"
+	}
+	run.Steps[0].Attempts[0].Error = "tools/call #7: the server answered; oncetrace (lose-response) withheld the answer from the client"
+	return run
+}
+
 func demoIncidents(run trace.Run) []views.Incident {
 	return views.NewIncidents(run, trace.AuditRun(run, trace.DefaultConfig), trace.Gaps(run, trace.DefaultConfig))
 }
@@ -122,6 +133,11 @@ func TestIncidentSentences(t *testing.T) {
 			"2 emails to jordan@acme.dev from step-1 (send_invoice_email): sandbox-mail delivered msg_689…b2902 at +3 ms, " +
 				"attempt 1 timed out at +1 s without seeing it, " +
 				"attempt 2 sent it again without an idempotency key: msg_663…d4d38 at +1.11 s.",
+		}},
+		{"mcp", demoMCP(), []string{
+			"2 emails to jordan@acme.dev from step-1 (send_invoice_email): the MCP server sandbox-mail delivered msg_689…b2902 at +3 ms, " +
+				"the answer to tools/call #7 was lost (attempt 1 timed out at +1 s without seeing it), " +
+				"the client called the tool again (attempt 2) and the server sent it again without an idempotency key: msg_663…d4d38 at +1.11 s.",
 		}},
 		{"crash", demoCrash(), []string{
 			"2 emails to jordan@acme.dev from step-1 (send_invoice_email): sandbox-mail delivered msg_660…93017 at +3 ms, " +

@@ -50,6 +50,23 @@ type StepRow struct {
 	// tool spans when it is not a framework's own (the generic rule): the
 	// step is an inference from attributes that say "tool", shown as such.
 	RecognisedBy string
+	// Provider is the step's provider: for a call an MCP proxy recorded,
+	// the MCP server.
+	Provider string
+}
+
+// Recognised says how the step was told a tool call, and its title why:
+// by an MCP proxy, which saw the tools/call itself, or by a span-map rule
+// that is not a framework's own.
+func (r StepRow) Recognised() (label, title string) {
+	switch r.RecognisedBy {
+	case "":
+		return "", ""
+	case "mcp":
+		return " MCP tools/call to " + cmp.Or(r.Provider, "its server"),
+			"recorded by oncetrace's MCP proxy (tap --mcp or mcp-stdio), which saw the call and its answer; the class is the tool's annotations'"
+	}
+	return " recognised by the " + r.RecognisedBy + " rule", "no entry of the span map names this framework; its spans say they are tool calls"
 }
 
 // StepTable is the execution page's step table, sorted.
@@ -87,7 +104,7 @@ func NewStepTable(in StepTableInput) StepTable {
 		}
 	}
 	for _, st := range in.Run.Steps {
-		r := StepRow{StepID: st.ID, Tool: st.ToolName(), Class: st.Class(), Attempts: len(st.Attempts),
+		r := StepRow{StepID: st.ID, Tool: st.ToolName(), Class: st.Class(), Attempts: len(st.Attempts), Provider: st.ProviderName(),
 			Effects: len(effects[st.ID]), Findings: findings[st.ID], Critical: critical[st.ID]}
 		for _, a := range st.Attempts {
 			r.RecognisedBy = cmp.Or(r.RecognisedBy, a.RecognisedBy)

@@ -410,3 +410,21 @@ func TestZoneToggle(t *testing.T) {
 		}
 	}
 }
+
+// TestStepRecognisedByMCP: a step an MCP proxy recorded says so and names
+// the server; a span-map rule's says which rule; a framework's says
+// nothing.
+func TestStepRecognisedByMCP(t *testing.T) {
+	for _, tc := range []struct {
+		row  views.StepRow
+		want string
+	}{
+		{views.StepRow{RecognisedBy: "mcp", Provider: "invoices"}, " MCP tools/call to invoices"},
+		{views.StepRow{RecognisedBy: "generic"}, " recognised by the generic rule"},
+		{views.StepRow{}, ""},
+	} {
+		if got, title := tc.row.Recognised(); got != tc.want || (got != "" && title == "") {
+			t.Errorf("%+v: got %q (title %q), want %q with a title", tc.row, got, title, tc.want)
+		}
+	}
+}

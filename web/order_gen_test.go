@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/oncetrace/oncetrace/ingest"
 )
 
 // The generator of TestOrderIndependence: small random histories of what
@@ -619,7 +621,7 @@ func (g *orderGen) otlpExecution(i int, start time.Time) {
 	// The framework's tool spans speak one of the dialects the span map
 	// knows, or one only the generic rule reads; some frameworks lose the
 	// trace context between a tool call and its HTTP request.
-	dialect := []string{"gen_ai", "gen_ai", "openinference", "vercel", "generic"}[g.r.Intn(5)]
+	dialect := []string{"gen_ai", "gen_ai", "openinference", "vercel", "generic", "mcp"}[g.r.Intn(6)]
 	g.feature("tool spans in dialect " + dialect)
 	stray := g.chance(1, 5)
 	if stray {
@@ -686,6 +688,9 @@ func (o otlpRun) toolAttrs(tool, args string) (name string, attrs map[string]any
 		return "ai.toolCall", map[string]any{"ai.toolCall.name": tool, "ai.toolCall.id": call, "ai.toolCall.args": args}
 	case "generic":
 		return "acme.tool " + tool, map[string]any{"acme.type": "tool", "acme.tool.name": tool, "acme.input": args}
+	case "mcp":
+		return "tools/call " + tool, map[string]any{"mcp.method.name": "tools/call", "gen_ai.operation.name": "execute_tool",
+			"gen_ai.tool.name": tool, "gen_ai.tool.call.arguments": args, "mcp.session.id": o.traceID[:16], "jsonrpc.request.id": call}
 	}
 	return "execute_tool " + tool, map[string]any{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": tool,
 		"gen_ai.tool.call.id": call, "gen_ai.tool.call.arguments": args}
@@ -745,10 +750,17 @@ func (o otlpRun) attempt(s orderStep, a orderAttempt, args string) {
 			g.feature("HTTP span never exported")
 		}
 	}
+	kind := 1 // internal
+	if o.dialect == "mcp" {
+		kind = 3 // the MCP client's span of its tools/call
+	}
 	if g.chance(9, 10) {
-		g.span(o.resource, traceID, toolSpan, rootID, toolName, 1, a.start, a.end, attrs, errType)
+		g.span(o.resource, traceID, toolSpan, rootID, toolName, kind, a.start, a.end, attrs, errType)
 	} else {
 		g.feature("tool span never exported")
+	}
+	if o.dialect == "mcp" {
+		o.mcpServerAndProxy(s, a, toolSpan, attrs, args)
 	}
 	if !a.delivered || g.lost() {
 		return
@@ -785,6 +797,46 @@ func (o otlpRun) attempt(s orderStep, a orderAttempt, args string) {
 		g.feature("effect with trace context naming its execution")
 	}
 	g.emitEffect(ev)
+}
+
+// mcpServerAndProxy adds what else sees an MCP client's tools/call: the
+// server's span of it, under the client's (context, never a second
+// attempt), and the MCP proxy's attempt event, which carries the call's
+// traceparent (the client's span) and must be one attempt with the span.
+func (o otlpRun) mcpServerAndProxy(s orderStep, a orderAttempt, clientSpan string, attrs map[string]any, args string) {
+	g := o.g
+	if g.chance(2, 3) {
+		g.span(o.resource, o.traceID, g.hex(16), clientSpan, "tools/call "+s.tool, 2, a.start.Add(time.Millisecond), a.end.Add(-time.Millisecond), attrs, "")
+		g.feature("MCP server span")
+	}
+	if !g.chance(2, 3) {
+		return
+	}
+	canon, err := ingest.CanonicalArgs(json.RawMessage(args), ingest.DefaultLimits.Redact)
+	if err != nil {
+		panic(err)
+	}
+	// The proxy sees the answer before the client does, or gives up on a
+	// lost one after the client's own timeout.
+	end := a.end.Add(-g.ms(0, 2))
+	if a.outcome == "timeout" {
+		end = a.end.Add(g.ms(0, 50))
+	}
+	outcome := a.outcome
+	if outcome == "replayed" {
+		outcome = "ok" // the server answered; what it replayed is the client's to say
+	}
+	ev := map[string]any{"type": "attempt", "execution_id": o.traceID, "step_id": ingest.ToolStepID(s.tool, canon), "tool": s.tool,
+		"effect": s.class, "args": json.RawMessage(args), "worker": "mcp-server", "trace_id": o.traceID, "span_id": clientSpan,
+		"started_at": ts(a.start.Add(time.Millisecond)), "ended_at": ts(end), "outcome": outcome}
+	if s.provider != "" {
+		ev["provider"] = s.provider
+	}
+	if a.key != "" {
+		ev["idempotency_key"] = a.key // params._meta["io.oncetrace/idempotency-key"]
+	}
+	g.native(end, ev)
+	g.feature("MCP proxy attempt")
 }
 
 // span adds one ended span, exported when it ends.

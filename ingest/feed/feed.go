@@ -48,12 +48,14 @@ func Event(e trace.Effect, id string) map[string]any {
 	return ev
 }
 
-// WriterRecorder records effects through the server's own writer: the
-// effect is committed when RecordEffect returns.
+// WriterRecorder records effects (RecordEffect) or events of any type
+// (RecordEvents) through the server's own writer: they are committed when
+// the call returns.
 type WriterRecorder struct {
 	Writer *writer.Writer
 	Limits ingest.Limits
-	// Feed names the feed in event ids: sandbox, tap, webhook, smtp.
+	// Feed names the feed in effect event ids: sandbox, tap, webhook,
+	// smtp. Events given to RecordEvents carry their own.
 	Feed string
 }
 

@@ -19,14 +19,24 @@ import (
 // effects of a few hundred bytes each.
 const DefaultQueueBytes = 16 << 20
 
-// Queue is a bounded first-in, first-out queue of effects on disk: a
-// directory with one JSON file per effect, named by its sequence number,
+// Queue is the disk queue of effects (QueuedRecorder's); each file is one
+// trace.Effect's JSON, as before the queue held anything else.
+type Queue = DiskQueue[trace.Effect]
+
+// OpenQueue opens the queue of effects in dir; see OpenDiskQueue.
+func OpenQueue(dir string, maxBytes int64) (*Queue, error) {
+	return OpenDiskQueue[trace.Effect](dir, maxBytes)
+}
+
+// DiskQueue is a bounded first-in, first-out queue of items on disk: a
+// directory with one JSON file per item, named by its sequence number,
 // each written to a temporary file, synced and renamed, so a crash leaves
-// whole effects or none. It survives restarts: opening the directory again
-// finds what was left. When a new effect would take it past its cap, the
+// whole items or none. It survives restarts: opening the directory again
+// finds what was left. When a new item would take it past its cap, the
 // oldest are dropped and counted. One process at a time may hold a
-// directory (an advisory lock).
-type Queue struct {
+// directory (an advisory lock). A directory holds one type of item: a file
+// that does not decode as T is dropped and counted like a damaged one.
+type DiskQueue[T any] struct {
 	dir      string
 	maxBytes int64
 	lock     *os.File
@@ -45,9 +55,9 @@ type queueItem struct {
 
 const queueExt = ".json"
 
-// OpenQueue opens (creating it if needed) the queue in dir, capped at
-// maxBytes of effect files; DefaultQueueBytes when maxBytes ≤ 0.
-func OpenQueue(dir string, maxBytes int64) (*Queue, error) {
+// OpenDiskQueue opens (creating it if needed) the queue in dir, capped at
+// maxBytes of item files; DefaultQueueBytes when maxBytes ≤ 0.
+func OpenDiskQueue[T any](dir string, maxBytes int64) (*DiskQueue[T], error) {
 	if maxBytes <= 0 {
 		maxBytes = DefaultQueueBytes
 	}
@@ -62,7 +72,7 @@ func OpenQueue(dir string, maxBytes int64) (*Queue, error) {
 		lock.Close()
 		return nil, fmt.Errorf("feed: queue %s is in use by another process: %w", dir, err)
 	}
-	q := &Queue{dir: dir, maxBytes: maxBytes, lock: lock, next: 1}
+	q := &DiskQueue[T]{dir: dir, maxBytes: maxBytes, lock: lock, next: 1}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		lock.Close()
@@ -90,28 +100,28 @@ func OpenQueue(dir string, maxBytes int64) (*Queue, error) {
 	return q, nil
 }
 
-// Close releases the directory; the effects in it stay for the next open.
-func (q *Queue) Close() error {
+// Close releases the directory; the items in it stay for the next open.
+func (q *DiskQueue[T]) Close() error {
 	return q.lock.Close()
 }
 
 // Dir is the queue's directory.
-func (q *Queue) Dir() string { return q.dir }
+func (q *DiskQueue[T]) Dir() string { return q.dir }
 
-func (q *Queue) path(seq uint64) string {
+func (q *DiskQueue[T]) path(seq uint64) string {
 	return filepath.Join(q.dir, fmt.Sprintf("%020d%s", seq, queueExt))
 }
 
-// Push appends an effect, dropping the oldest effects while the queue
-// would exceed its cap. It returns how many it dropped.
-func (q *Queue) Push(e trace.Effect) (dropped int, err error) {
-	data, err := json.Marshal(e)
+// Push appends an item, dropping the oldest items while the queue would
+// exceed its cap. It returns how many it dropped.
+func (q *DiskQueue[T]) Push(item T) (dropped int, err error) {
+	data, err := json.Marshal(item)
 	if err != nil {
 		return 0, fmt.Errorf("feed: queue: %w", err)
 	}
 	size := int64(len(data))
 	if size > q.maxBytes {
-		return 0, fmt.Errorf("feed: queue: an effect of %d bytes is over the queue's cap of %d bytes", size, q.maxBytes)
+		return 0, fmt.Errorf("feed: queue: an item of %d bytes is over the queue's cap of %d bytes", size, q.maxBytes)
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -135,17 +145,17 @@ func (q *Queue) Push(e trace.Effect) (dropped int, err error) {
 	return dropped, nil
 }
 
-// Oldest returns the oldest effect and its sequence number, for Remove.
-// An effect file that cannot be read back is dropped and counted, and the
-// next one returned.
-func (q *Queue) Oldest() (seq uint64, e trace.Effect, ok bool) {
+// Oldest returns the oldest item and its sequence number, for Remove. An
+// item file that cannot be read back is dropped and counted, and the next
+// one returned.
+func (q *DiskQueue[T]) Oldest() (seq uint64, item T, ok bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for len(q.items) > 0 {
 		it := q.items[0]
 		data, err := os.ReadFile(q.path(it.seq))
 		if err == nil {
-			var got trace.Effect
+			var got T
 			if err = json.Unmarshal(data, &got); err == nil {
 				return it.seq, got, true
 			}
@@ -155,12 +165,13 @@ func (q *Queue) Oldest() (seq uint64, e trace.Effect, ok bool) {
 		q.bytes -= it.size
 		q.dropped++
 	}
-	return 0, trace.Effect{}, false
+	var none T
+	return 0, none, false
 }
 
-// Remove deletes the effect with this sequence number, if it is still
+// Remove deletes the item with this sequence number, if it is still
 // queued (a full queue may have dropped it meanwhile).
-func (q *Queue) Remove(seq uint64) error {
+func (q *DiskQueue[T]) Remove(seq uint64) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for i, it := range q.items {
@@ -177,24 +188,24 @@ func (q *Queue) Remove(seq uint64) error {
 	return nil
 }
 
-// Len is the number of effects queued.
-func (q *Queue) Len() int {
+// Len is the number of items queued.
+func (q *DiskQueue[T]) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return len(q.items)
 }
 
-// Bytes is the size of the effects queued.
-func (q *Queue) Bytes() int64 {
+// Bytes is the size of the items queued.
+func (q *DiskQueue[T]) Bytes() int64 {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.bytes
 }
 
-// Dropped is how many effects the queue has dropped since it was opened:
-// pushed out by newer ones when full, or unreadable. (An effect too large
-// to keep is refused by Push with an error, not counted here.)
-func (q *Queue) Dropped() int64 {
+// Dropped is how many items the queue has dropped since it was opened:
+// pushed out by newer ones when full, or unreadable. (An item too large to
+// keep is refused by Push with an error, not counted here.)
+func (q *DiskQueue[T]) Dropped() int64 {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.dropped

@@ -186,3 +186,45 @@ func TestQueueOneProcessAtATime(t *testing.T) {
 	}
 	q2.Close()
 }
+
+// legacyEffectFile is an effect file as the queue wrote it before it held
+// event batches too: one trace.Effect's JSON. Queues left on disk by that
+// version must still be read back.
+const legacyEffectFile = `{"provider":"stripe","effect_id":"ch_legacy","idempotency_key":"ik_legacy","execution_id":"run_1",` +
+	`"step_id":"charge","target":"cus_1","at":"2026-06-30T14:00:01Z","trace_id":"4bf92f3577b34da6a3ce929d0e0e4736",` +
+	`"span_id":"00f067aa0ba902b7","fingerprint":"fp_1","summary":"POST /v1/charges amount=5"}`
+
+func TestQueueReadsAnEffectFileOfThePreviousVersion(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "00000000000000000007.json"), []byte(legacyEffectFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	q, err := OpenQueue(dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	if q.Len() != 1 || q.Bytes() != int64(len(legacyEffectFile)) {
+		t.Errorf("opened: got %d effects, %d bytes; want 1 and %d", q.Len(), q.Bytes(), len(legacyEffectFile))
+	}
+	// A new effect goes after the old one.
+	if _, err := q.Push(queuedEffect(1)); err != nil {
+		t.Fatal(err)
+	}
+	seq, got, ok := q.Oldest()
+	want := trace.Effect{Provider: "stripe", ID: "ch_legacy", IdempotencyKey: "ik_legacy", ExecutionID: "run_1", StepID: "charge",
+		Target: "cus_1", At: time.Date(2026, 6, 30, 14, 0, 1, 0, time.UTC), TraceID: "4bf92f3577b34da6a3ce929d0e0e4736",
+		SpanID: "00f067aa0ba902b7", Fingerprint: "fp_1", Summary: "POST /v1/charges amount=5"}
+	if !ok || seq != 7 || !reflect.DeepEqual(got, want) {
+		t.Fatalf("Oldest: got seq %d %+v %v, want seq 7 %+v", seq, got, ok, want)
+	}
+	if err := q.Remove(seq); err != nil {
+		t.Fatal(err)
+	}
+	if got := drainIDs(t, q); fmt.Sprint(got) != "[ch_001]" {
+		t.Errorf("after the old effect: got %v, want [ch_001]", got)
+	}
+	if q.Dropped() != 0 {
+		t.Errorf("Dropped: got %d, want 0", q.Dropped())
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/oncetrace/oncetrace/ingest"
 	"github.com/oncetrace/oncetrace/ingest/feed"
 	"github.com/oncetrace/oncetrace/trace"
 )
@@ -53,13 +54,14 @@ func (s *Session) eventID(what string) string {
 }
 
 // attemptEvent is the call as an attempt of its step: numbered by the
-// store among the step's attempts by its span (trace.NumberSpanAttempts).
+// store among the step's attempts by its span (trace.NumberSpanAttempts),
+// recognised by "mcp" (the proxy, not a span dialect, saw it).
 func (s *Session) attemptEvent(pc *pendingCall, end time.Time, outcome trace.Outcome, errText string, result json.RawMessage) json.RawMessage {
 	c := pc.call
 	ev := map[string]any{"type": "attempt", "id": s.eventID("call:" + idLabel(c.ID)), "execution_id": s.execution(pc),
 		"step_id": ToolStepID(c.Tool, c.Args), "tool": c.Tool, "effect": string(c.Class), "provider": s.o.cfg.Provider,
 		"started_at": stamp(pc.started), "ended_at": stamp(end), "outcome": string(outcome),
-		"trace_id": pc.traceID, "span_id": pc.spanID}
+		"trace_id": pc.traceID, "span_id": pc.spanID, "recognised_by": Feed}
 	if len(c.Args) > 0 && json.Valid(c.Args) {
 		ev["args"] = c.Args
 	}
@@ -67,7 +69,8 @@ func (s *Session) attemptEvent(pc *pendingCall, end time.Time, outcome trace.Out
 		ev["idempotency_key"] = c.Key
 	}
 	if errText != "" {
-		ev["error"] = feed.OneLine(errText, 1000)
+		// Every error names the call as the client's log would.
+		ev["error"] = feed.OneLine("tools/call #"+idLabel(c.ID)+": "+errText, 1000)
 	}
 	if len(result) > 0 && json.Valid(result) {
 		if len(result) <= MaxResultBytes {
@@ -111,25 +114,16 @@ func syntheticContext(session, id string) (traceID, spanID string) {
 }
 
 // ToolStepID is the step of a call of tool with args: the id the span
-// mapping gives a tool call with arguments (docs/otlp.md § Steps), so a
-// proxy and an instrumented client agree.
+// mapping gives a tool call with arguments (ingest.ToolStepID over the
+// arguments as the server stores them: secrets masked with its default
+// redactor, keys sorted), so a proxy and an instrumented client agree.
+// Arguments that are not JSON are hashed as sent.
 func ToolStepID(tool string, args json.RawMessage) string {
-	canon := json.RawMessage("null")
-	if len(args) > 0 {
-		dec := json.NewDecoder(bytes.NewReader(args))
-		dec.UseNumber()
-		var v any
-		if dec.Decode(&v) == nil {
-			var buf bytes.Buffer
-			enc := json.NewEncoder(&buf)
-			enc.SetEscapeHTML(false)
-			if enc.Encode(v) == nil {
-				canon = bytes.TrimRight(buf.Bytes(), "\n")
-			}
-		}
+	canon, err := ingest.CanonicalArgs(args, ingest.DefaultLimits.Redact)
+	if err != nil {
+		canon = args
 	}
-	sum := sha256.Sum256(append([]byte(tool+"\x00"), canon...))
-	return "tool-" + hex.EncodeToString(sum[:8])
+	return ingest.ToolStepID(tool, canon)
 }
 
 // parsePointer splits an RFC 6901 JSON pointer into its unescaped tokens.

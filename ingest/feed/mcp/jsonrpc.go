@@ -23,6 +23,8 @@ type rpcError struct {
 
 func (m message) isRequest() bool { return m.Method != "" && hasID(m.ID) }
 
+func (m message) isNotification() bool { return m.Method != "" && !hasID(m.ID) }
+
 func (m message) isResponse() bool { return m.Method == "" && hasID(m.ID) }
 
 func hasID(id json.RawMessage) bool { return len(id) > 0 && !bytes.Equal(id, []byte("null")) }
@@ -66,6 +68,38 @@ func parseMessages(data []byte) []message {
 		return nil
 	}
 	return []message{m}
+}
+
+// ClientInfoMeta is where a request names its client when the session
+// began without initialize (the sessionless protocol revision the Go SDK
+// speaks over stdio).
+const ClientInfoMeta = "io.modelcontextprotocol/clientInfo"
+
+// requestParams are what every request's params may carry.
+type requestParams struct {
+	Meta map[string]json.RawMessage `json:"_meta"`
+}
+
+// clientName is the client's name a request's _meta gives, if any.
+func (m message) clientName() string {
+	var p requestParams
+	if json.Unmarshal(m.Params, &p) != nil {
+		return ""
+	}
+	var info struct {
+		Name string `json:"name"`
+	}
+	if json.Unmarshal(p.Meta[ClientInfoMeta], &info) != nil {
+		return ""
+	}
+	return info.Name
+}
+
+// cancelledParams are a notifications/cancelled's params: the client gave
+// up on the request.
+type cancelledParams struct {
+	RequestID json.RawMessage `json:"requestId"`
+	Reason    string          `json:"reason"`
 }
 
 // callParams are a tools/call request's params.

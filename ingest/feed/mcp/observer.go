@@ -47,11 +47,10 @@ const (
 const Feed = "mcp"
 
 // Recorder is where the observer's events go: native events (POST
-// /api/v1/events's format), each call's attempt and effect in one batch.
-// It should not block for long: the proxies wait for nothing it does.
-type Recorder interface {
-	RecordEvents(ctx context.Context, events []json.RawMessage) error
-}
+// /api/v1/events's format), each call's attempt and effect in one batch
+// (feed.WriterRecorder, feed.HTTPRecorder, or a feed.QueuedEventRecorder
+// in front of one). The observer hands them over off the stream's path.
+type Recorder = feed.EventRecorder
 
 // Config configures an Observer.
 type Config struct {

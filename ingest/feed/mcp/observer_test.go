@@ -168,7 +168,7 @@ func TestToolCallsBecomeAttemptsAndEffects(t *testing.T) {
 			t.Errorf("attempt %d: got %v, want no number and a span of its own (the store numbers it)", i, a)
 		}
 	}
-	if attempts[2]["error"] != "card declined" || attempts[2]["idempotency_key"] != "ik_charge_1" {
+	if attempts[2]["error"] != "tools/call #4: card declined" || attempts[2]["recognised_by"] != "mcp" || attempts[2]["idempotency_key"] != "ik_charge_1" {
 		t.Errorf("charge_card: got %v, want the tool's error text and the key", attempts[2])
 	}
 	if attempts[1]["step_id"] != mcp.ToolStepID("send_invoice_email", json.RawMessage(args)) {
@@ -342,4 +342,44 @@ func TestLostAnswerRetriedIsADuplicate(t *testing.T) {
 	}
 	check("naive", 2, []trace.Rule{trace.RuleDuplicateEffect})
 	check("keyed", 1, nil)
+}
+
+// TestCancelledCalls: a call the client gave up on (its timeout sent
+// notifications/cancelled) is a timeout when it cancelled it; an answer
+// the server sent later still proves the effect, and a call never
+// answered proves none. A session that began without initialize (the
+// sessionless revision) names its client in each request's _meta.
+func TestCancelledCalls(t *testing.T) {
+	rec := &collected{t: t}
+	o := newObserver(t, rec, mcp.Config{})
+	s := o.Session("")
+	client := `{"io.modelcontextprotocol/clientInfo":{"name":"go-agent","version":"1"}}`
+	s.FromClient([]byte(`{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":` + client + `}}`))
+	args := `{"to":"jordan@acme.dev"}`
+	s.FromClient(call(2, "send_invoice_email", args, client))
+	s.FromClient([]byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"context deadline exceeded"}}`))
+	if s.FromServer(answer(2, `{"id":"msg_late"}`)) {
+		t.Error("a late answer to a cancelled call: dropped, want delivered (the client ignores it)")
+	}
+	s.FromClient(call(3, "send_invoice_email", `{"to":"sam@acme.dev"}`, client))
+	s.FromClient([]byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3}}`))
+	s.Close()
+	wait(t, o)
+
+	executions, attempts, effects := rec.ofType("execution"), rec.ofType("attempt"), rec.ofType("effect")
+	if len(executions) != 1 || executions[0]["name"] != "go-agent" || !strings.HasPrefix(fmt.Sprint(executions[0]["execution_id"]), "mcp-") {
+		t.Errorf("executions: got %v, want one made-up session named go-agent", executions)
+	}
+	if len(attempts) != 2 {
+		t.Fatalf("attempts: got %d, want 2 (server/discover is none)", len(attempts))
+	}
+	for i, want := range []string{"tools/call #2: the client cancelled the call (context deadline exceeded); the server answered later",
+		"tools/call #3: the client cancelled the call; the server never answered"} {
+		if attempts[i]["outcome"] != "timeout" || attempts[i]["error"] != want {
+			t.Errorf("attempt %d: got %v, want a timeout saying %q", i, attempts[i], want)
+		}
+	}
+	if len(effects) != 1 || effects[0]["effect_id"] != "msg_late" {
+		t.Errorf("effects: got %v, want the late answer's alone", effects)
+	}
 }

@@ -32,6 +32,11 @@ type pendingCall struct {
 	traced           bool // the trace context came from the call
 	dropAnswer       bool // lose-response struck it
 	fingerprint, sum string
+	// cancelled is when the client gave up on the call
+	// (notifications/cancelled), why in cancelReason: an answer after it
+	// may still prove an effect, but the client never saw it.
+	cancelled    time.Time
+	cancelReason string
 }
 
 // ID is the session's id: the Mcp-Session-Id, or one made up.
@@ -50,8 +55,15 @@ func (s *Session) FromClient(data []byte) []Call {
 	defer o.mu.Unlock()
 	var calls []Call
 	for _, m := range parseMessages(data) {
+		if m.isNotification() && m.Method == "notifications/cancelled" {
+			s.cancel(m)
+			continue
+		}
 		if !m.isRequest() {
 			continue
+		}
+		if name := m.clientName(); name != "" {
+			s.client = name
 		}
 		key := idKey(m.ID)
 		switch m.Method {
@@ -72,6 +84,17 @@ func (s *Session) FromClient(data []byte) []Call {
 		}
 	}
 	return calls
+}
+
+// cancel notes that the client gave up on a call. o.mu is held.
+func (s *Session) cancel(m message) {
+	var p cancelledParams
+	if json.Unmarshal(m.Params, &p) != nil {
+		return
+	}
+	if pc := s.pending[idKey(p.RequestID)]; pc != nil && pc.cancelled.IsZero() {
+		pc.cancelled, pc.cancelReason = s.o.cfg.Now(), p.Reason
+	}
 }
 
 // newCall registers a tools/call request. o.mu is held.
@@ -104,7 +127,7 @@ func (s *Session) newCall(m message) (Call, bool) {
 	if old := s.pending[key]; old != nil {
 		// The same id again before an answer: the client reused it, so the
 		// first will never be told apart from the second.
-		s.finish(old, pc.started, trace.OutcomeTimeout, "mcp: the client sent another request with the same id before this one was answered", nil, false)
+		s.finish(old, pc.started, trace.OutcomeTimeout, "no answer told apart: the client sent another request with the same id before this one was answered", nil, false)
 	}
 	s.pending[key] = pc
 	s.order = append(s.order, key)
@@ -165,7 +188,7 @@ func (s *Session) bound() {
 		key := s.order[0]
 		s.order = s.order[1:]
 		if pc := s.pending[key]; pc != nil {
-			s.finish(pc, s.o.cfg.Now(), trace.OutcomeTimeout, "mcp: no answer while "+itoa(MaxPending)+" newer calls of the session awaited theirs", nil, false)
+			s.finish(pc, s.o.cfg.Now(), trace.OutcomeTimeout, "no answer while "+itoa(MaxPending)+" newer calls of the session awaited theirs", nil, false)
 		}
 	}
 	if len(s.order) > 2*MaxPending {
@@ -220,12 +243,17 @@ func (s *Session) answered(pc *pendingCall, m message, now time.Time) {
 	case m.Error != nil:
 		s.finish(pc, now, trace.OutcomeError, "JSON-RPC error "+itoa(m.Error.Code)+": "+m.Error.Message, nil, false)
 	case json.Unmarshal(m.Result, &res) != nil:
-		s.finish(pc, now, trace.OutcomeError, "mcp: the server's result is not a tools/call result", nil, false)
+		s.finish(pc, now, trace.OutcomeError, "the server's result is not a tools/call result", nil, false)
 	case res.IsError:
 		s.finish(pc, now, trace.OutcomeError, res.errorText(), m.Result, false)
 	case pc.dropAnswer:
 		// The server did it; the client never hears so.
-		s.finish(pc, now, trace.OutcomeTimeout, "oncetrace lose-response: the answer was withheld from the client", m.Result, true)
+		s.finish(pc, now, trace.OutcomeTimeout, "the server answered; oncetrace (lose-response) withheld the answer from the client", m.Result, true)
+	case !pc.cancelled.IsZero():
+		// The server did it, after the client had given up: for the
+		// client the call timed out when it cancelled it.
+		s.finish(pc, pc.cancelled, trace.OutcomeTimeout, "the client cancelled the call"+reasonSuffix(pc.cancelReason)+
+			"; the server answered later", m.Result, true)
 	default:
 		s.finish(pc, now, trace.OutcomeOK, "", m.Result, true)
 	}
@@ -271,11 +299,24 @@ func (s *Session) Close() {
 	defer o.mu.Unlock()
 	now := o.cfg.Now()
 	for _, key := range s.order {
-		if pc := s.pending[key]; pc != nil {
-			s.finish(pc, now, trace.OutcomeTimeout, "mcp: the session ended before the server answered", nil, false)
+		pc := s.pending[key]
+		switch {
+		case pc == nil:
+		case !pc.cancelled.IsZero():
+			s.finish(pc, pc.cancelled, trace.OutcomeTimeout, "the client cancelled the call"+reasonSuffix(pc.cancelReason)+
+				"; the server never answered", nil, false)
+		default:
+			s.finish(pc, now, trace.OutcomeTimeout, "no answer: the session ended before the server answered", nil, false)
 		}
 	}
 	s.order = nil
+}
+
+func reasonSuffix(reason string) string {
+	if reason == "" {
+		return ""
+	}
+	return " (" + reason + ")"
 }
 
 // finish records call pc as ended at end with outcome, and, when acted,
