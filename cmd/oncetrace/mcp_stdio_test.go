@@ -232,6 +232,9 @@ func TestMCPStdioWithTheGoSDK(t *testing.T) {
 					t.Fatalf("the execution %s-agent: got %s, want it recorded\nmcp-stdio's stderr:\n%s", tc.name, last, stderr.String())
 				}
 			}
+			if len(got.Steps) != 3 {
+				t.Errorf("steps: got %d, want 3, one a tool (the handshake and notifications are none)", len(got.Steps))
+			}
 			send, outcomes := got.step(mcptest.ToolSendInvoiceEmail)
 			if strings.Join(outcomes, " ") != tc.sendOutcomes {
 				t.Errorf("send_invoice_email's attempts: got %v, want %s, in one step", outcomes, tc.sendOutcomes)
