@@ -455,7 +455,8 @@ func TestStdioLongLinesStreamWithBoundedMemory(t *testing.T) {
 	}
 	rig.toClient.mu.Unlock()
 	// 70 MB went through; what was allocated meanwhile is what the relay
-	// held, and the test's own buffers.
+	// held, and the test's own buffers. TotalAlloc counts the whole
+	// process: this test must not be made parallel.
 	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 4<<20 {
 		t.Errorf("allocated %d bytes relaying 10 MB lines, want under 4 MB", alloc)
 	}
