@@ -24,6 +24,7 @@ Usage:
   oncetrace serve   [flags]   serve the UI, the ingest and read APIs
   oncetrace demo    [flags]   run the article's scenarios for real against a server
   oncetrace tap     [flags]   a recording proxy in front of an API: its effects go to a server
+  oncetrace mcp-stdio [flags] -- CMD ARGS: run a stdio MCP server, relaying and recording its tool calls
   oncetrace chaos   [flags]   -- COMMAND: run an agent under one injected fault at a time; exit 1 on a call unsafe to retry
   oncetrace audit   [flags]   print the audit's findings; exit 1 on any critical one
   oncetrace import  [flags]   [FILE]: load NDJSON events from FILE, or standard input, into a database
@@ -54,6 +55,14 @@ func main() {
 		err = runDemoCommand(args, os.Stdout)
 	case "tap":
 		err = runTap(args)
+	case "mcp-stdio":
+		// It ends as its server did: that status, or its own on an error.
+		var code int
+		code, err = runMCPStdio(args)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "oncetrace:", err)
+		}
+		os.Exit(code)
 	case "demo-worker": // an agent process the demo starts; not for people
 		err = runDemoWorker(args)
 	case "chaos":
