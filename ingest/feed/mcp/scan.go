@@ -50,18 +50,58 @@ func (sc *ServerScan) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// ID is the id of the answer read: of the message's first answer once it
+// is read whole, else of the one being read once its id has been read.
+func (sc *ServerScan) ID() (json.RawMessage, bool) {
+	for _, o := range sc.lex.outlines {
+		if !o.method && hasID(o.id) {
+			return o.id, true
+		}
+	}
+	if o := sc.lex.msg; len(sc.lex.frames) > 0 && !o.method && hasID(o.id) {
+		return o.id, true
+	}
+	return nil, false
+}
+
+// Struck says the message being read answers a call lose-response struck,
+// as far as its id, read already, tells: the rest of it can be withheld
+// (the Go SDK writes the id first; the TypeScript SDK last, too late).
+func (sc *ServerScan) Struck() bool {
+	id, ok := sc.ID()
+	if !ok {
+		return false
+	}
+	o := sc.s.o
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	pc := sc.s.pending[idKey(id)]
+	return pc != nil && pc.dropAnswer
+}
+
 // End records the calls the message answered, as FromServer does for a
-// message held whole, their results left out. withheld, when not empty,
-// says why the client never gets the message (as Undelivered). Else the
-// client got it, even if lose-response struck a call it answers: it
-// streamed through before its id was read, so the fault missed (logged).
-func (sc *ServerScan) End(withheld string) {
+// message held whole, their results left out but for isError and the
+// effect id. delivered says the client got the message: a call
+// lose-response struck is then recorded as answered, and missed says so
+// (it streamed through before its id was read). Else it was withheld for
+// the fault, as FromServer's drop has it.
+func (sc *ServerScan) End(delivered bool) (missed bool) {
+	return sc.end(delivery{passed: delivered, large: true})
+}
+
+// EndUndelivered is End for a message the client never gets for another
+// reason, why (as Undelivered).
+func (sc *ServerScan) EndUndelivered(why string) {
+	sc.end(delivery{withheld: why, large: true})
+}
+
+func (sc *ServerScan) end(d delivery) (missed bool) {
 	lx := &sc.lex
 	if lx.st != stAfter || len(lx.frames) != 0 {
 		sc.s.o.cfg.Logger.Warn("mcp: a message too long to hold is not whole JSON; the calls it may answer stay open", "provider", sc.s.o.cfg.Provider, "bytes", sc.size)
-		return
+		return false
 	}
-	note := "a result of " + strconv.FormatInt(sc.size, 10) + " bytes, too long for the proxy to hold: only its id, isError and effect id were read"
+	note := "a result of " + strconv.FormatInt(sc.size, 10) + " bytes, too long for the proxy to hold: relayed unread but for its id, isError and effect id"
 	var msgs []message
 	for _, o := range lx.outlines {
 		if o.method || !hasID(o.id) {
@@ -82,7 +122,7 @@ func (sc *ServerScan) End(withheld string) {
 		}
 		msgs = append(msgs, m)
 	}
-	sc.s.fromServer(msgs, delivery{withheld: withheld, passed: withheld == "", large: true})
+	return sc.s.fromServer(msgs, d)
 }
 
 // nest puts v at the pointer tokens rest under an object (or, where the

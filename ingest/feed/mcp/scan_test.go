@@ -42,16 +42,23 @@ func TestScanClosesALongAnswer(t *testing.T) {
 	if grew := after.TotalAlloc - before.TotalAlloc; grew > 256<<10 {
 		t.Errorf("scanning 10 MB allocated %d bytes, want under 256 KB", grew)
 	}
-	sc.End("")
+	sc.End(true)
 
 	// lose-response struck 3, but its answer streamed through before its
 	// id was read: the client has it.
 	sc = s.ScanFromServer()
+	probe := s.ScanFromServer()
+	probe.Write([]byte(`{"result":{"content":[]`))
+	if probe.Struck() {
+		t.Error("an answer whose id is not read yet: got struck")
+	}
 	writeBigAnswer(sc, "3", 1<<20, `{"id":"msg_passed"}`)
-	sc.End("")
+	if !sc.End(true) {
+		t.Error("3's answer delivered: got no miss, want the fault missed")
+	}
 	sc = s.ScanFromServer()
 	sc.Write([]byte(`{"jsonrpc":"2.0","id":4,"error":{"code":-32001,"message":"mailbox full","data":"` + strings.Repeat("x", 1<<20) + `"}}`))
-	sc.End("")
+	sc.End(true)
 	wait(t, o)
 
 	attempts, effects := rec.ofType("attempt"), rec.ofType("effect")
@@ -76,8 +83,8 @@ func TestScanClosesALongAnswer(t *testing.T) {
 	}
 }
 
-// TestScanWithheld: a long answer the proxy keeps from the client is a
-// timeout with its effect; the call lose-response struck says so.
+// TestScanWithheld: a long answer whose id, read first, names a call
+// lose-response struck is withheld: a timeout with its effect.
 func TestScanWithheld(t *testing.T) {
 	rec := &collected{t: t}
 	o := newObserver(t, rec, mcp.Config{})
@@ -85,8 +92,12 @@ func TestScanWithheld(t *testing.T) {
 	handshake(t, s)
 	s.FromClient(call(2, "send_invoice_email", `{"to":"a@b.c"}`, `{"io.oncetrace/fault":"lose-response"}`))
 	sc := s.ScanFromServer()
-	writeBigAnswer(sc, "2", 1<<20, `{"id":"msg_kept"}`)
-	sc.End("the client was answered 504")
+	sc.Write([]byte(`{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"`))
+	if !sc.Struck() {
+		t.Error("2's answer, its id first: got not struck, want struck once its id is read")
+	}
+	sc.Write([]byte(`"}],"structuredContent":{"id":"msg_kept"}}}`))
+	sc.End(false)
 	wait(t, o)
 	a, e := rec.ofType("attempt"), rec.ofType("effect")
 	if len(a) != 1 || a[0]["outcome"] != "timeout" || !strings.Contains(stringOf(a[0]["error"]), "lose-response") {
@@ -116,7 +127,7 @@ func TestScanPointerThroughAnArray(t *testing.T) {
 	s.FromClient(call(2, "send_invoice_email", `{"to":"a@b.c"}`, ""))
 	sc := s.ScanFromServer()
 	writeBigAnswer(sc, "2", 1<<20, `{"sent":[{"id":"msg_0"},{"id":"msg_1"}]}`)
-	sc.End("")
+	sc.End(true)
 	wait(t, o)
 	if e := rec.ofType("effect"); len(e) != 1 || e[0]["effect_id"] != "msg_1" {
 		t.Errorf("effects: got %v, want msg_1", e)

@@ -230,6 +230,9 @@ type delivery struct {
 // loseText is the error of an attempt whose answer lose-response withheld.
 const loseText = "the server answered; oncetrace (lose-response) withheld the answer from the client"
 
+// fromServer records the calls msgs answer. drop says one answers a call
+// lose-response struck: the proxy withholds it, unless d.passed says the
+// client has it already, when drop says the fault missed.
 func (s *Session) fromServer(msgs []message, d delivery) (drop bool) {
 	o := s.o
 	o.mu.Lock()
@@ -255,6 +258,7 @@ func (s *Session) fromServer(msgs []message, d delivery) (drop bool) {
 			why := d.withheld
 			switch {
 			case pc.dropAnswer && d.passed:
+				drop = true
 				o.cfg.Logger.Warn("mcp: lose-response missed: the answer was too long to hold back and reached the client", "provider", o.cfg.Provider, "tool", pc.call.Tool)
 			case pc.dropAnswer:
 				drop, why = true, loseText

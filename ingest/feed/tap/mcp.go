@@ -294,19 +294,28 @@ func (m *serverMessage) stream() {
 
 // deliver records the message as the client gets it; drop says the proxy
 // must withhold it (a message held whole answering a call lose-response
-// struck).
+// struck). A message read as it streamed has reached the client already.
 func (m *serverMessage) deliver() (drop bool) {
 	if m.scan != nil {
-		m.scan.End("")
+		m.scan.End(true)
 		return false
 	}
 	return m.sess.FromServer(m.data)
 }
 
-// withhold records the message as never reaching the client.
+// struck says the message, streaming, answers a call lose-response
+// struck, as far as its id, read already, tells (mcp.ServerScan.Struck).
+func (m *serverMessage) struck() bool { return m.scan != nil && m.scan.Struck() }
+
+// drop records the message, streamed but not passed on, as withheld for
+// the fault that struck the call it answers.
+func (m *serverMessage) drop() { m.scan.End(false) }
+
+// withhold records the message as never reaching the client, why saying
+// what happened.
 func (m *serverMessage) withhold(why string) {
 	if m.scan != nil {
-		m.scan.End(why)
+		m.scan.EndUndelivered(why)
 		return
 	}
 	m.sess.Undelivered(m.data, why)

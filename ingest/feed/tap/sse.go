@@ -30,6 +30,9 @@ type eventStream struct {
 	outPos    int
 	held      []byte // the current event's bytes
 	streaming bool   // the current event outgrew the limit: its bytes pass as they come
+	// discarding: it did so when its id, read already, named a call
+	// lose-response struck: its bytes are dropped as they come.
+	discarding bool
 	msg       serverMessage
 	hasData   bool // the current event has a data line
 
@@ -193,18 +196,24 @@ func (s *eventStream) lineEnd() (eventEnded bool) {
 }
 
 // place puts bytes of the current event where they go: held until it
-// ends, or passed on once it outgrew the limit.
+// ends, or, once it outgrew the limit, passed on as they come (dropped, if
+// the id read by then names a call lose-response struck).
 func (s *eventStream) place(b []byte) {
-	if s.streaming {
+	switch {
+	case s.discarding:
+		return
+	case s.streaming:
 		s.out = append(s.out, b...)
 		return
 	}
 	s.held = append(s.held, b...)
 	if int64(len(s.held)) > s.t.cfg.MaxMessageBytes {
 		s.streaming = true
-		s.out = append(s.out, s.held...)
-		s.held = s.held[:0]
 		s.msg.stream()
+		if s.discarding = s.withheld == "" && s.msg.struck(); !s.discarding {
+			s.out = append(s.out, s.held...)
+		}
+		s.held = s.held[:0]
 	}
 }
 
@@ -212,6 +221,9 @@ func (s *eventStream) place(b []byte) {
 func (s *eventStream) eventEnd() {
 	drop := false
 	switch {
+	case s.discarding:
+		s.msg.drop()
+		drop = true
 	case !s.hasData:
 	case s.withheld != "":
 		s.msg.withhold(s.withheld)
@@ -223,7 +235,7 @@ func (s *eventStream) eventEnd() {
 	} else if !s.streaming {
 		s.out = append(s.out, s.held...)
 	}
-	s.lastDropped, s.streaming, s.hasData = drop, false, false
+	s.lastDropped, s.streaming, s.discarding, s.hasData = drop, false, false, false
 	s.held = s.held[:0]
 	if cap(s.held) > 64<<10 {
 		s.held = nil
@@ -239,7 +251,7 @@ func (s *eventStream) finish(err error) {
 	if !s.streaming {
 		s.out = append(s.out, s.held...)
 	}
-	s.held = nil
+	s.held, s.discarding = nil, false
 	s.owed(describeEnd(err, s.ex.mcp.client))
 	s.mustHold = s.dropped && err == io.EOF && s.withheld == "" && (s.ex.lose == nil || !s.ex.lose.Answer504)
 	s.err = err
