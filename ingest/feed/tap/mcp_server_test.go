@@ -161,7 +161,7 @@ func (s *mcpServer) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		case "get_invoice":
 			result = `{"content":[{"type":"text","text":"inv_7: 1200 EUR"}],"structuredContent":{"id":"inv_7","amount":1200}}`
 		case "big_report":
-			s.writeBig(w, m.ID)
+			s.writeBig(w, m.ID, strings.Contains(string(m.Params.Arguments), `"id_first":true`))
 			return
 		case "hang_up":
 			// Ends the answer without answering.
@@ -226,10 +226,15 @@ func (s *mcpServer) serveGet(w *digestWriter, r *http.Request) {
 }
 
 // writeBig answers with a result of 10 MB of text, its structured id
-// after it, in 32 KB writes from one buffer.
-func (s *mcpServer) writeBig(w *digestWriter, id json.RawMessage) {
+// after it, in 32 KB writes from one buffer; the message's id last (as
+// the TypeScript SDK writes it) or first (as the Go SDK does).
+func (s *mcpServer) writeBig(w *digestWriter, id json.RawMessage, idFirst bool) {
 	head := `{"jsonrpc":"2.0","result":{"content":[{"type":"text","text":"`
 	tail := `"}],"structuredContent":{"id":"rep_1"}},"id":` + string(id) + `}`
+	if idFirst {
+		head = `{"jsonrpc":"2.0","id":` + string(id) + `,"result":{"content":[{"type":"text","text":"`
+		tail = `"}],"structuredContent":{"id":"rep_1"}}}`
+	}
 	if s.sse {
 		w.Header().Set("Content-Type", "text/event-stream")
 		io.WriteString(w, "data: "+head)

@@ -359,3 +359,33 @@ func TestMCPLongResultStreams(t *testing.T) {
 		})
 	}
 }
+
+// TestMCPLongStruckEvent: an event too long to hold that answers a call
+// lose-response struck is dropped when its id comes first (the Go SDK's
+// order), the stream held; when its id comes last it has reached the
+// client before the tap could know, and the call is recorded answered.
+func TestMCPLongStruckEvent(t *testing.T) {
+	server := &mcpServer{sse: true}
+	_, o, log, url := startMCPTap(t, server, func(c *tap.Config) { c.MaxMessageBytes = 256 << 10; c.HoldLimit = 200 * time.Millisecond })
+	c := newMCPClient(t, url, 30*time.Second)
+	c.handshake()
+	lose := `{"io.oncetrace/fault":"lose-response"}`
+	first := c.call("big_report", `{"id_first":true}`, lose)
+	if first.err != nil || first.len > 64<<10 || strings.Contains(string(first.body), "rep_1") {
+		t.Errorf("id first: the client got %d bytes (%v), want the stream without the answer", first.len, first.err)
+	}
+	last := c.call("big_report", `{}`, lose)
+	if w := server.sent(); last.err != nil || last.sha != w[len(w)-1].sha {
+		t.Errorf("id last: the client got %d bytes (%v), want the server's %d", last.len, last.err, w[len(w)-1].len)
+	}
+	at := log.waitAttempts(t, 2)
+	if at[0]["outcome"] != "timeout" || at[1]["outcome"] != "ok" {
+		t.Errorf("attempts: got %v, want timeout (withheld) then ok (delivered)", at)
+	}
+	if e := log.ofType("effect"); len(e) != 2 {
+		t.Errorf("effects: got %v, want 2", e)
+	}
+	if c := o.Counts(); c.Dropped != 1 {
+		t.Errorf("dropped: got %d, want 1", c.Dropped)
+	}
+}
