@@ -33,8 +33,8 @@ type eventStream struct {
 	// discarding: it did so when its id, read already, named a call
 	// lose-response struck: its bytes are dropped as they come.
 	discarding bool
-	msg       serverMessage
-	hasData   bool // the current event has a data line
+	msg        serverMessage
+	hasData    bool // the current event has a data line
 
 	// The line being read.
 	line    lineState
