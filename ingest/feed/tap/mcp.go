@@ -23,7 +23,9 @@ import (
 // each way: the POST's body, each SSE event's data, each JSON answer. A
 // message longer than MaxMessageBytes is not held: a request passes
 // unread, an answer is read as it streams for the call it closes
-// (mcp.ServerScan).
+// (mcp.ServerScan). The upstream is the MCP endpoint (http://HOST/mcp):
+// the tap serves it at its root and at that path; another path is joined
+// to it, as the plain tap joins every path to its base URL.
 
 // SessionHeader carries the MCP session's id: the server names it in its
 // answer to initialize, the client sends it on every later request.

@@ -45,7 +45,7 @@ type mcpServer struct {
 }
 
 type seenMCP struct {
-	method, session, protocol, lastEventID string
+	method, path, session, protocol, lastEventID string
 	body                                   string
 }
 
@@ -99,7 +99,7 @@ func (d *digestWriter) Flush() { d.ResponseWriter.(http.Flusher).Flush() }
 func (s *mcpServer) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	s.mu.Lock()
-	s.received = append(s.received, seenMCP{method: r.Method, session: r.Header.Get(tap.SessionHeader), protocol: r.Header.Get("MCP-Protocol-Version"),
+	s.received = append(s.received, seenMCP{method: r.Method, path: r.URL.Path, session: r.Header.Get(tap.SessionHeader), protocol: r.Header.Get("MCP-Protocol-Version"),
 		lastEventID: r.Header.Get("Last-Event-ID"), body: string(body)})
 	s.mu.Unlock()
 	w := &digestWriter{ResponseWriter: rw, h: sha256.New()}
@@ -356,6 +356,7 @@ type answer struct {
 	took        time.Duration
 }
 
+// newMCPClient is a client of the tap at url, at the endpoint's path.
 func newMCPClient(t *testing.T, url string, timeout time.Duration) *mcpClient {
 	return &mcpClient{t: t, url: url + "/mcp", http: rawClient(timeout)}
 }

@@ -32,6 +32,7 @@ func TestMCPPassthrough(t *testing.T) {
 			do(http.MethodPost, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"billing-agent","version":"1.0"}}}`, nil)
 			do(http.MethodPost, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, nil)
 			do(http.MethodPost, `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`, nil)
+			c.url = strings.TrimSuffix(c.url, "/mcp") // the tap serves the endpoint at its root too
 			do(http.MethodPost, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"get_invoice","arguments":{"invoice_id":"inv_7"}}}`, nil)
 			do(http.MethodPost, `{"jsonrpc":"2.0","id":"call-3","method":"tools/call","params":{"name":"send_invoice_email","arguments":{"to":"jordan@acme.dev","invoice_id":"inv_7"}}}`, nil)
 			do(http.MethodDelete, "", nil)
@@ -44,8 +45,8 @@ func TestMCPPassthrough(t *testing.T) {
 				if seen[i].body != sent[i] {
 					t.Errorf("request %d: the server got %q, want %q", i, seen[i].body, sent[i])
 				}
-				if seen[i].protocol != "2025-06-18" || (i > 0 && seen[i].session != "sess-1") {
-					t.Errorf("request %d: the server got protocol %q session %q, want 2025-06-18 and sess-1 after initialize", i, seen[i].protocol, seen[i].session)
+				if seen[i].protocol != "2025-06-18" || (i > 0 && seen[i].session != "sess-1") || seen[i].path != "/mcp" {
+					t.Errorf("request %d: the server got protocol %q session %q at %s, want 2025-06-18 and sess-1 after initialize, at /mcp", i, seen[i].protocol, seen[i].session, seen[i].path)
 				}
 				a, w := got[i], wrote[i]
 				if a.err != nil || a.len != w.len || a.sha != w.sha || a.contentType != w.contentType || a.session != w.session {

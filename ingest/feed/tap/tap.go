@@ -462,6 +462,11 @@ func findFault(faults []sandbox.Fault, kind sandbox.FaultKind) (sandbox.Fault, b
 // only what the upstream was sent.
 func (t *Tap) rewrite(pr *httputil.ProxyRequest) {
 	pr.SetURL(t.upstream)
+	if t.cfg.MCP != nil && (pr.In.URL.Path == "/" || pr.In.URL.Path == "" || pr.In.URL.Path == t.upstream.Path) {
+		// The upstream is the MCP endpoint itself: the tap serves it at
+		// its root and at the endpoint's own path.
+		pr.Out.URL.Path, pr.Out.URL.RawPath = t.upstream.Path, t.upstream.RawPath
+	}
 	if t.upstream.RawQuery == "" {
 		pr.Out.URL.RawQuery = pr.In.URL.RawQuery // as sent, even the parts Go would not parse
 	}
