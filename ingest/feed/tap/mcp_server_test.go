@@ -46,7 +46,7 @@ type mcpServer struct {
 
 type seenMCP struct {
 	method, path, session, protocol, lastEventID string
-	body                                   string
+	body                                         string
 }
 
 type sentMCP struct {
