@@ -88,7 +88,7 @@ func (t *Tap) serveMCP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	var delay time.Duration
-	var refused []mcp.Call
+	refuse := false
 	for _, c := range x.calls {
 		ex.unsafe = ex.unsafe || c.Class != trace.EffectRead
 		for _, f := range c.Faults {
@@ -97,7 +97,7 @@ func (t *Tap) serveMCP(w http.ResponseWriter, r *http.Request) {
 			t.cfg.Logger.Info("tap fault", "provider", t.cfg.Provider, "fault", f.String(), "tool", c.Tool, "id", string(c.ID))
 			switch f.Kind {
 			case sandbox.FailBefore:
-				refused = append(refused, c)
+				refuse = true
 			case sandbox.LoseResponse:
 				if ex.lose == nil {
 					ex.lose = &f
@@ -107,7 +107,7 @@ func (t *Tap) serveMCP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	if len(refused) > 0 {
+	if refuse {
 		t.refuseMCP(w, ex, body)
 		return
 	}
@@ -335,11 +335,10 @@ func (m *serverMessage) reset() {
 // answer) through to the client, and records it when it ends: before the
 // end is passed on, as the plain tap records its effects.
 type messageBody struct {
-	rc    io.ReadCloser
-	ex    *exchange
-	msg   serverMessage
-	once  sync.Once
-	ended bool
+	rc   io.ReadCloser
+	ex   *exchange
+	msg  serverMessage
+	once sync.Once
 }
 
 func (b *messageBody) Read(p []byte) (int, error) {
@@ -352,7 +351,6 @@ func (b *messageBody) Read(p []byte) (int, error) {
 }
 
 func (b *messageBody) end(err error) {
-	b.ended = true
 	x := b.ex.mcp
 	switch {
 	case err == io.EOF:
