@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"github.com/oncetrace/oncetrace/ingest/feed"
 	"github.com/oncetrace/oncetrace/ingest/feed/mcp"
 	"github.com/oncetrace/oncetrace/ingest/feed/sandbox"
+	"github.com/oncetrace/oncetrace/ingest/feed/tap"
 )
 
 // Chaos through MCP (docs/chaos.md § MCP servers): an MCP server's call
@@ -81,6 +83,40 @@ func (r *chaosEventRecorder) effects() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.ids)
+}
+
+// startMCPProxy starts a Streamable HTTP MCP server's recording proxy:
+// the tap in MCP mode, whose observer has the striker number its calls.
+// The command gets the MCP endpoint at the proxy: the upstream's URL with
+// the proxy's host and port.
+func (c *chaosRunner) startMCPProxy(u chaosUpstream, striker *chaosStriker, next feed.EventRecorder) (*chaosProxy, error) {
+	rec := newChaosEventRecorder(u, next, c.logger)
+	observer, err := mcp.New(mcp.Config{Provider: u.provider(), Recorder: rec, Logger: c.logger,
+		Strike: func(call mcp.Call) []sandbox.Fault {
+			return striker.call(u.name, call.Tool, mcp.ToolStepID(call.Tool, call.Args))
+		}})
+	if err != nil {
+		return nil, fmt.Errorf("chaos: --mcp %s: %w", u.name, err)
+	}
+	tp, err := tap.New(tap.Config{Upstream: u.url, Provider: u.provider(), MCP: observer, HoldLimit: 2 * c.o.timeout, Logger: c.logger})
+	if err != nil {
+		return nil, fmt.Errorf("chaos: --upstream %s: %w", u.name, err)
+	}
+	base, stop, err := c.serveProxy(u, tp)
+	if err != nil {
+		return nil, err
+	}
+	endpoint := base
+	if up, err := url.Parse(u.url); err == nil {
+		endpoint += up.EscapedPath()
+	}
+	return &chaosProxy{upstream: u, value: endpoint, effects: rec.effects, stop: func(bool) {
+		tp.Close() // a held answer's stream ends
+		stop(tp)
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		observer.Wait(ctx) // the calls' last hand-overs to rec
+	}}, nil
 }
 
 // call counts a tools/call of a tool not annotated read-only as an unsafe

@@ -102,6 +102,40 @@ func checkMCPVerdicts(t *testing.T, report chaosReport, code int, stderr string,
 	}
 }
 
+// TestChaosMCPStreamableHTTP: chaos --upstream NAME=URL --mcp NAME in
+// front of mcptest's invoice server over Streamable HTTP (in this
+// process, one server for every run, as a real one outlives them), with
+// mcpagent (the Go SDK's client) as the agent.
+func TestChaosMCPStreamableHTTP(t *testing.T) {
+	_, agent := buildMCPCommands(t)
+	for _, keyed := range []bool{false, true} {
+		t.Run(map[bool]string{false: "naive", true: "keyed"}[keyed], func(t *testing.T) {
+			var made mcptest.EffectLog
+			endpoint, stop, err := mcptest.ServeHTTP("127.0.0.1:0", mcptest.ServerOptions{OnEffect: made.Record})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer stop()
+			cmd := []string{agent, "-upstream", "invoices", "-timeout", "500ms"}
+			if keyed {
+				cmd = append(cmd, "-keyed")
+			}
+			report, code, stderr := runChaosMCP(t, []string{"--upstream", "invoices=" + endpoint, "--mcp", "invoices"}, cmd...)
+			checkMCPVerdicts(t, report, code, stderr, keyed)
+			if u := report.Upstreams; len(u) != 1 || u[0].MCP != chaosMCPHTTP || u[0].URL != endpoint || u[0].Env != "ONCETRACE_UPSTREAM_INVOICES" {
+				t.Errorf("upstreams: got %+v, want invoices over Streamable HTTP at %s", u, endpoint)
+			}
+			recorded := report.Baseline.Effects["invoices"]
+			for _, run := range report.Runs {
+				recorded += run.Effects["invoices"]
+			}
+			if n := len(made.Effects()); n != recorded {
+				t.Errorf("effects: the server made %d, chaos counted %d over the runs", n, recorded)
+			}
+		})
+	}
+}
+
 // TestChaosMCPStdio: chaos --mcp-stdio around mcptest's invoice server,
 // with mcpagent (the Go SDK's client) launching the command line chaos
 // gives it. Each run's server is a new process; its calls are numbered

@@ -265,6 +265,8 @@ func (c *chaosRunner) run(ctx context.Context, label string, at int, fault sandb
 		switch u.mcp {
 		case chaosMCPStdio:
 			p, err = control.add(u, srv.recorder, c.logger)
+		case chaosMCPHTTP:
+			p, err = c.startMCPProxy(u, striker, srv.recorder)
 		default:
 			p, err = c.startProxy(u, striker, srv.recorder)
 		}
@@ -316,7 +318,7 @@ func (c *chaosRunner) env(label, server string, proxies []*chaosProxy) []string 
 }
 
 // startProxy starts an HTTP upstream's recording proxy, the tap.
-func (c *chaosRunner) startProxy(u chaosUpstream, striker *chaosStriker, next chaosRecorderTarget) (*chaosProxy, error) {
+func (c *chaosRunner) startProxy(u chaosUpstream, striker *chaosStriker, next tapRecorder) (*chaosProxy, error) {
 	rec := &chaosRecorder{next: next, logger: c.logger, ids: map[string]bool{}}
 	tp, err := tap.New(tap.Config{Upstream: u.url, Provider: u.provider(), Strike: striker.strike(u.name), Recorder: rec,
 		HoldLimit: 2 * c.o.timeout, Logger: c.logger})
@@ -422,18 +424,11 @@ func (t *tailBuffer) String() string {
 	return string(t.b)
 }
 
-// chaosRecorderTarget is the run's server as the proxies record to it:
-// effects (the tap) and events (the MCP proxies).
-type chaosRecorderTarget interface {
-	feed.Recorder
-	feed.EventRecorder
-}
-
 // chaosServer is the server a run's command and proxies report to: an
 // embedded one on the run's own database, or --server.
 type chaosServer struct {
 	url      string
-	recorder chaosRecorderTarget
+	recorder tapRecorder // effects for the tap, events for the MCP proxies
 	// The embedded server's parts; nil with --server.
 	db     *store.DB
 	path   string
