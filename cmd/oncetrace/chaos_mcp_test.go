@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -105,7 +106,7 @@ func checkMCPVerdicts(t *testing.T, report chaosReport, code int, stderr string,
 // TestChaosMCPStreamableHTTP: chaos --upstream NAME=URL --mcp NAME in
 // front of mcptest's invoice server over Streamable HTTP (in this
 // process, one server for every run, as a real one outlives them), with
-// mcpagent (the Go SDK's client) as the agent.
+// mcpagent (the Go SDK's client) as the agent. failed is exit 1.
 func TestChaosMCPStreamableHTTP(t *testing.T) {
 	_, agent := buildMCPCommands(t)
 	for _, keyed := range []bool{false, true} {
@@ -120,8 +121,19 @@ func TestChaosMCPStreamableHTTP(t *testing.T) {
 			if keyed {
 				cmd = append(cmd, "-keyed")
 			}
-			report, code, stderr := runChaosMCP(t, []string{"--upstream", "invoices=" + endpoint, "--mcp", "invoices"}, cmd...)
-			checkMCPVerdicts(t, report, code, stderr, keyed)
+			// In this process, so that the race detector sees chaos's side.
+			var out, errOut bytes.Buffer
+			failed, err := runChaosCommand(append([]string{"--json", "--timeout", "30s", "--upstream", "invoices=" + endpoint, "--mcp", "invoices", "--"},
+				cmd...), &out, &errOut)
+			if err != nil {
+				t.Fatalf("chaos: %v\n%s", err, errOut.String())
+			}
+			var report chaosReport
+			if err := json.Unmarshal(out.Bytes(), &report); err != nil {
+				t.Fatalf("report: %v\n%s", err, out.String())
+			}
+			code := map[bool]int{false: 0, true: 1}[failed]
+			checkMCPVerdicts(t, report, code, errOut.String(), keyed)
 			if u := report.Upstreams; len(u) != 1 || u[0].MCP != chaosMCPHTTP || u[0].URL != endpoint || u[0].Env != "ONCETRACE_UPSTREAM_INVOICES" {
 				t.Errorf("upstreams: got %+v, want invoices over Streamable HTTP at %s", u, endpoint)
 			}
