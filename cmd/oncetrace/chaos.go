@@ -38,15 +38,32 @@ const (
 // than most clients' per-request timeout in a test, so it reaches them.
 const chaosDefaultLatency = 5 * time.Second
 
+// How an upstream speaks MCP (chaosUpstream.mcp).
+const (
+	chaosMCPHTTP  = "streamable-http" // --upstream NAME=URL --mcp NAME
+	chaosMCPStdio = "stdio"           // --mcp-stdio NAME='CMD ARGS'
+)
+
 type chaosUpstream struct {
 	name, url string
+	// mcp is "" for an HTTP API, else how the MCP server is reached:
+	// chaosMCPHTTP or chaosMCPStdio.
+	mcp string
+	// command is a stdio MCP server's command line (--mcp-stdio).
+	command []string
 }
 
 // provider is what the upstream's effects name: NAME lower-cased.
 func (u chaosUpstream) provider() string { return strings.ToLower(u.name) }
 
-// envName is the variable the command finds the proxy's URL in.
-func (u chaosUpstream) envName() string { return "ONCETRACE_UPSTREAM_" + strings.ToUpper(u.name) }
+// envName is the variable the command finds the proxy in: its URL, or
+// for a stdio MCP server the command line that launches it.
+func (u chaosUpstream) envName() string {
+	if u.mcp == chaosMCPStdio {
+		return "ONCETRACE_MCP_" + strings.ToUpper(u.name) + "_COMMAND"
+	}
+	return "ONCETRACE_UPSTREAM_" + strings.ToUpper(u.name)
+}
 
 type chaosOptions struct {
 	upstreams []chaosUpstream
@@ -66,6 +83,16 @@ type chaosOptions struct {
 
 var chaosNameRE = regexp.MustCompile(`^[A-Za-z0-9_]{1,64}$`)
 
+// upstream is the upstream named name (case-insensitively), or nil.
+func (o *chaosOptions) upstream(name string) *chaosUpstream {
+	for i := range o.upstreams {
+		if strings.EqualFold(o.upstreams[i].name, name) {
+			return &o.upstreams[i]
+		}
+	}
+	return nil
+}
+
 func chaosFlags(args []string, errOut io.Writer) (chaosOptions, error) {
 	o := chaosOptions{}
 	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
@@ -84,12 +111,33 @@ func chaosFlags(args []string, errOut io.Writer) (chaosOptions, error) {
 		if u, err := url.Parse(raw); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return fmt.Errorf("%q: the URL must be an http or https URL", v)
 		}
-		for _, u := range o.upstreams {
-			if strings.EqualFold(u.name, name) {
-				return fmt.Errorf("%q: upstream %s given twice", v, name)
-			}
+		if o.upstream(name) != nil {
+			return fmt.Errorf("%q: upstream %s given twice", v, name)
 		}
 		o.upstreams = append(o.upstreams, chaosUpstream{name: name, url: raw})
+		return nil
+	})
+	var mcpNames []string
+	fs.Func("mcp", "NAME: the --upstream NAME is an MCP server over Streamable HTTP; its call sites are the tools/call messages of tools not annotated read-only (repeatable)", func(v string) error {
+		mcpNames = append(mcpNames, v)
+		return nil
+	})
+	fs.Func("mcp-stdio", "NAME='CMD ARGS': a stdio MCP server the command launches; it gets ONCETRACE_MCP_<NAME>_COMMAND, a command line that runs oncetrace mcp-stdio around CMD ARGS (repeatable)", func(v string) error {
+		name, line, ok := strings.Cut(v, "=")
+		if !ok || !chaosNameRE.MatchString(name) {
+			return fmt.Errorf("want NAME='CMD ARGS' with NAME 1 to 64 letters, digits or _, e.g. invoices='node server.mjs'")
+		}
+		command, err := shellWords(line)
+		if err != nil {
+			return fmt.Errorf("%q: %w", v, err)
+		}
+		if len(command) == 0 {
+			return fmt.Errorf("%q: no command: give the server's command line, e.g. invoices='node server.mjs'", v)
+		}
+		if o.upstream(name) != nil {
+			return fmt.Errorf("%q: upstream %s given twice", v, name)
+		}
+		o.upstreams = append(o.upstreams, chaosUpstream{name: name, mcp: chaosMCPStdio, command: command})
 		return nil
 	})
 	faults := fs.String("faults", "lose-response", "the faults to inject, comma-separated: lose-response, fail-before, latency (5s; latency=DURATION for another delay)")
@@ -113,6 +161,16 @@ func chaosFlags(args []string, errOut io.Writer) (chaosOptions, error) {
 	}
 	o.command = fs.Args()
 	fs.Visit(func(f *flag.Flag) { o.faultsSet = o.faultsSet || f.Name == "faults" })
+	for _, name := range mcpNames {
+		u := o.upstream(name)
+		switch {
+		case u == nil:
+			return o, fmt.Errorf("chaos: --mcp %s: no --upstream %s=URL to say it of: --mcp names an upstream given with --upstream", name, name)
+		case u.mcp == chaosMCPStdio:
+			return o, fmt.Errorf("chaos: --mcp %s: %s is a --mcp-stdio server; --mcp is for a Streamable HTTP one given with --upstream", name, name)
+		}
+		u.mcp = chaosMCPHTTP
+	}
 	var err error
 	if o.faults, err = parseChaosFaults(*faults); err != nil {
 		return o, fmt.Errorf("chaos: --faults: %w", err)
@@ -134,12 +192,12 @@ func chaosFlags(args []string, errOut io.Writer) (chaosOptions, error) {
 	}
 	if o.demo {
 		if len(o.upstreams) > 0 || len(o.command) > 0 {
-			return o, errors.New("chaos: --demo runs the built-in demo agent: give no --upstream and no command with it")
+			return o, errors.New("chaos: --demo runs the built-in demo agent: give no --upstream, --mcp-stdio or command with it")
 		}
 		return o, nil
 	}
 	if len(o.upstreams) == 0 {
-		return o, errors.New("chaos: --upstream NAME=URL is required (the API the command calls), e.g. --upstream stripe=https://api.stripe.com")
+		return o, errors.New("chaos: --upstream NAME=URL is required (the API the command calls), e.g. --upstream stripe=https://api.stripe.com, or --mcp-stdio NAME='CMD ARGS' for a stdio MCP server")
 	}
 	if len(o.command) == 0 {
 		return o, errors.New("chaos: no command to run: give it after --, e.g. oncetrace chaos --upstream stripe=https://api.stripe.com -- python agent.py")
@@ -241,20 +299,43 @@ type chaosReport struct {
 
 type chaosUpstreamJSON struct {
 	Name     string `json:"name"`
-	URL      string `json:"url"`
+	URL      string `json:"url,omitempty"`
 	Provider string `json:"provider"`
 	Env      string `json:"env"`
+	// MCP is how an MCP server is reached: "streamable-http" or "stdio".
+	MCP string `json:"mcp,omitempty"`
+	// Command is a stdio MCP server's own command line.
+	Command []string `json:"command,omitempty"`
 }
 
 // chaosCallSite is one unsafe request of the baseline run, in order
-// across all upstreams.
+// across all upstreams: an HTTP request, or an MCP tools/call (Method
+// "tools/call", no path, the tool named).
 type chaosCallSite struct {
 	N        int    `json:"n"`
 	Upstream string `json:"upstream"`
 	Method   string `json:"method"`
-	Path     string `json:"path"`
+	Path     string `json:"path,omitempty"`
 	Step     string `json:"step,omitempty"`
 	Tool     string `json:"tool,omitempty"`
+}
+
+// call names the call site as the agent made it: POST /v1/charges, or
+// tools/call send_invoice_email.
+func (s chaosCallSite) call() string {
+	if s.Method == mcpToolsCall {
+		return s.Method + " " + s.Tool
+	}
+	return s.Method + " " + s.Path
+}
+
+// stepText is the step that made the call, and its tool when the call
+// does not name it already.
+func (s chaosCallSite) stepText() string {
+	if s.Tool == "" || s.Method == mcpToolsCall {
+		return s.Step
+	}
+	return strings.TrimSpace(s.Step + " " + s.Tool)
 }
 
 type chaosSummary struct {
@@ -371,18 +452,14 @@ func (r *chaosReport) effectsText(effects map[string]int) string {
 // one-line summary.
 func (r *chaosReport) print(out io.Writer) {
 	fmt.Fprintf(out, "baseline: %d unsafe request(s), effects %s, exit 0 (%.2fs)\n\n", len(r.CallSites), r.effectsText(r.Baseline.Effects), r.Baseline.Seconds)
-	rows := [][]string{{"#", "UPSTREAM", "METHOD", "PATH", "STEP", "FAULT", "OUTCOME", "EFFECTS", "RUN"}}
+	rows := [][]string{{"#", "UPSTREAM", "CALL", "STEP", "FAULT", "OUTCOME", "EFFECTS", "RUN"}}
 	for _, run := range r.Runs {
 		site := r.CallSites[run.CallSite-1]
-		step := site.Step
-		if site.Tool != "" {
-			step = strings.TrimSpace(step + " " + site.Tool)
-		}
 		outcome := run.Outcome
 		if run.Note != "" {
 			outcome += " (" + run.Note + ")"
 		}
-		rows = append(rows, []string{fmt.Sprint(site.N), site.Upstream, site.Method, site.Path, cmpOrDash(step), run.Fault, outcome,
+		rows = append(rows, []string{fmt.Sprint(site.N), site.Upstream, site.call(), cmpOrDash(site.stepText()), run.Fault, outcome,
 			r.effectsText(run.Effects) + "/" + r.effectsText(r.Baseline.Effects), run.Run})
 	}
 	writeTable(out, rows)

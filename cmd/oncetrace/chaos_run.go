@@ -59,7 +59,8 @@ func runChaos(ctx context.Context, o chaosOptions, log io.Writer) (*chaosReport,
 		report.Faults = append(report.Faults, faultName(f))
 	}
 	for _, u := range o.upstreams {
-		report.Upstreams = append(report.Upstreams, chaosUpstreamJSON{Name: u.name, URL: u.url, Provider: u.provider(), Env: u.envName()})
+		report.Upstreams = append(report.Upstreams, chaosUpstreamJSON{Name: u.name, URL: u.url, Provider: u.provider(), Env: u.envName(),
+			MCP: u.mcp, Command: u.command})
 	}
 	if o.keep != "" {
 		report.Kept, _ = filepath.Abs(dir)
@@ -91,8 +92,12 @@ func runChaos(ctx context.Context, o chaosOptions, log io.Writer) (*chaosReport,
 		for _, u := range o.upstreams {
 			vars = append(vars, "$"+u.envName())
 		}
-		return nil, fmt.Errorf("chaos: the baseline run made no unsafe request through the proxies: does the command call %s instead of the API's own URL?",
-			strings.Join(vars, ", "))
+		if !slices.ContainsFunc(o.upstreams, func(u chaosUpstream) bool { return u.mcp != "" }) {
+			return nil, fmt.Errorf("chaos: the baseline run made no unsafe request through the proxies: does the command call %s instead of the API's own URL?",
+				strings.Join(vars, ", "))
+		}
+		return nil, fmt.Errorf("chaos: the baseline run made no unsafe request and no tools/call of a tool not annotated read-only through the proxies: "+
+			"does the command use %s (a proxy's URL, or the command line that launches a stdio MCP server) instead of the server's own?", strings.Join(vars, ", "))
 	}
 	for i, rq := range requests {
 		report.CallSites = append(report.CallSites, chaosCallSite{N: i + 1, Upstream: rq.upstream, Method: rq.method, Path: rq.path,
@@ -214,22 +219,14 @@ func (r *chaosRecorder) effects() int {
 // chaosProxy is one upstream's recording proxy for one run.
 type chaosProxy struct {
 	upstream chaosUpstream
-	tap      *tap.Tap
-	recorder *chaosRecorder
-	server   *http.Server
-	url      string
-	served   chan struct{}
-}
-
-func (p *chaosProxy) stop() {
-	p.tap.Close() // held lose-response answers get 504
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	if p.server.Shutdown(ctx) != nil {
-		p.server.Close()
-	}
-	<-p.served
-	p.tap.Drain(ctx) // requests still waiting for a late answer record before the server stops
+	// value is what the command finds in the upstream's variable: the
+	// proxy's URL, or the command line that launches a stdio MCP server.
+	value string
+	// effects counts the distinct effects the proxy recorded.
+	effects func() int
+	// stop stops the proxy; settle says the command has ended on its own,
+	// so the proxy waits for the recordings still on their way.
+	stop func(settle bool)
 }
 
 // run runs the command once, with fault striking the at-th unsafe request
@@ -250,14 +247,29 @@ func (c *chaosRunner) run(ctx context.Context, label string, at int, fault sandb
 		defer watch.stop()
 	}
 	striker := &chaosStriker{at: at, fault: fault}
+	var control *chaosStdioControl
+	if slices.ContainsFunc(c.o.upstreams, func(u chaosUpstream) bool { return u.mcp == chaosMCPStdio }) {
+		if control, err = startChaosStdioControl(striker, c.logger); err != nil {
+			return run, nil, err
+		}
+		defer control.close() // after the proxies: their processes may still be recording
+	}
 	var proxies []*chaosProxy
 	defer func() {
 		for _, p := range proxies {
-			p.stop()
+			p.stop(false)
 		}
 	}()
 	for _, u := range c.o.upstreams {
-		p, err := c.startProxy(u, striker, srv.recorder)
+		var p *chaosProxy
+		switch u.mcp {
+		case chaosMCPStdio:
+			p, err = control.add(u, srv.recorder, c.logger)
+		case chaosMCPHTTP:
+			p, err = c.startMCPProxy(u, striker, srv.recorder)
+		default:
+			p, err = c.startProxy(u, striker, srv.recorder)
+		}
 		if err != nil {
 			return run, nil, err
 		}
@@ -272,8 +284,8 @@ func (c *chaosRunner) run(ctx context.Context, label string, at int, fault sandb
 	}
 	run.Seconds = math.Round(time.Since(started).Seconds()*100) / 100
 	for _, p := range proxies {
-		p.stop()
-		run.Effects[p.upstream.name] = p.recorder.effects()
+		p.stop(!timedOut) // a run killed at --timeout took its mcp-stdio processes with it
+		run.Effects[p.upstream.name] = p.effects()
 	}
 	proxies = nil
 	requests := striker.seen()
@@ -300,29 +312,52 @@ func (c *chaosRunner) env(label, server string, proxies []*chaosProxy) []string 
 	}
 	env = append(env, c.o.env...)
 	for _, p := range proxies {
-		env = append(env, p.upstream.envName()+"="+p.url)
+		env = append(env, p.upstream.envName()+"="+p.value)
 	}
 	return append(env, "OTEL_EXPORTER_OTLP_ENDPOINT="+server, "ONCETRACE_URL="+server, "ONCETRACE_CHAOS_RUN="+label)
 }
 
-func (c *chaosRunner) startProxy(u chaosUpstream, striker *chaosStriker, next feed.Recorder) (*chaosProxy, error) {
+// startProxy starts an HTTP upstream's recording proxy, the tap.
+func (c *chaosRunner) startProxy(u chaosUpstream, striker *chaosStriker, next tapRecorder) (*chaosProxy, error) {
 	rec := &chaosRecorder{next: next, logger: c.logger, ids: map[string]bool{}}
 	tp, err := tap.New(tap.Config{Upstream: u.url, Provider: u.provider(), Strike: striker.strike(u.name), Recorder: rec,
 		HoldLimit: 2 * c.o.timeout, Logger: c.logger})
 	if err != nil {
 		return nil, fmt.Errorf("chaos: --upstream %s: %w", u.name, err)
 	}
+	url, stop, err := c.serveProxy(u, tp)
+	if err != nil {
+		return nil, err
+	}
+	return &chaosProxy{upstream: u, value: url, effects: rec.effects, stop: func(bool) {
+		tp.Close() // held lose-response answers get 504
+		stop(tp)
+	}}, nil
+}
+
+// serveProxy serves a tap on a free loopback port. stop shuts the server
+// down, then gives the tap's requests still waiting for a late answer
+// time to record before the run's server stops.
+func (c *chaosRunner) serveProxy(u chaosUpstream, tp *tap.Tap) (url string, stop func(*tap.Tap), err error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, fmt.Errorf("chaos: proxy for %s: %w", u.name, err)
+		return "", nil, fmt.Errorf("chaos: proxy for %s: %w", u.name, err)
 	}
-	p := &chaosProxy{upstream: u, tap: tp, recorder: rec, url: "http://" + ln.Addr().String(), served: make(chan struct{}),
-		server: &http.Server{Handler: tp, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(c.logger.Handler(), slog.LevelWarn)}}
+	server := &http.Server{Handler: tp, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(c.logger.Handler(), slog.LevelWarn)}
+	served := make(chan struct{})
 	go func() {
-		defer close(p.served)
-		p.server.Serve(ln)
+		defer close(served)
+		server.Serve(ln)
 	}()
-	return p, nil
+	return "http://" + ln.Addr().String(), func(tp *tap.Tap) {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		if server.Shutdown(ctx) != nil {
+			server.Close()
+		}
+		<-served
+		tp.Drain(ctx)
+	}, nil
 }
 
 // execute runs the command in a process group of its own, so that a run
@@ -393,7 +428,7 @@ func (t *tailBuffer) String() string {
 // embedded one on the run's own database, or --server.
 type chaosServer struct {
 	url      string
-	recorder feed.Recorder
+	recorder tapRecorder // effects for the tap, events for the MCP proxies
 	// The embedded server's parts; nil with --server.
 	db     *store.DB
 	path   string

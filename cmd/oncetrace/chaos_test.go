@@ -38,8 +38,13 @@ func init() {
 //   - swallow: one try, and exit 0 whatever happened;
 //   - hang: one try with no client timeout;
 //   - isolation: as naive for the charge, reusing one execution id in
-//     every run and posting native events to ONCETRACE_URL.
+//     every run and posting native events to ONCETRACE_URL;
+//   - mcp-mixed: a keyed charge, then a stdio MCP server's tools
+//     (chaosTestMCPAgent).
 func chaosTestAgent(name string) int {
+	if name == "mcp-mixed" {
+		return chaosTestMCPAgent() // chaos_mcp_test.go
+	}
 	run := os.Getenv("ONCETRACE_CHAOS_RUN")
 	pay, mail := os.Getenv("ONCETRACE_UPSTREAM_PAY"), os.Getenv("ONCETRACE_UPSTREAM_MAIL")
 	client := &http.Client{Timeout: 2 * time.Second}
@@ -388,6 +393,11 @@ func TestChaosFlagErrors(t *testing.T) {
 		{"bad upstream name", []string{"chaos", "--upstream", "my-api=http://127.0.0.1:1", "--", "true"}, "-upstream"},
 		{"no command", []string{"chaos", "--upstream", "pay=http://127.0.0.1:1"}, "no command"},
 		{"demo with a command", []string{"chaos", "--demo", "--", "true"}, "--demo"},
+		{"mcp names no upstream", []string{"chaos", "--mcp", "invoices", "--", "true"}, "--mcp invoices: no --upstream"},
+		{"mcp names a stdio server", []string{"chaos", "--mcp-stdio", "invoices=cat", "--mcp", "invoices", "--", "true"}, "--mcp-stdio server"},
+		{"mcp-stdio quote not closed", []string{"chaos", "--mcp-stdio", "invoices='node server.mjs", "--", "true"}, "not closed"},
+		{"mcp-stdio without a command", []string{"chaos", "--mcp-stdio", "invoices=", "--", "true"}, "no command"},
+		{"mcp-stdio name taken", []string{"chaos", "--upstream", "inv=http://127.0.0.1:1", "--mcp-stdio", "INV=cat", "--", "true"}, "given twice"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

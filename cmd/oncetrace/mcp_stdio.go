@@ -35,7 +35,10 @@ type mcpStdioOptions struct {
 	recordTimeout           time.Duration
 	maxLineBytes            int
 	fingerprintIgnore       fingerprintIgnore
-	command                 []string // CMD ARGS…
+	// chaos is the base URL of oncetrace chaos's stdio control, set by
+	// chaos in the command line it gives its agent (chaos_mcp.go).
+	chaos   string
+	command []string // CMD ARGS…
 }
 
 // mcpQueueSlots bounds the queue directories mcp-stdio processes of one
@@ -66,6 +69,7 @@ func mcpStdioFlags(args []string) (mcpStdioOptions, error) {
 	fs.Int64Var(&o.queueMaxBytes, "queue-max-bytes", feed.DefaultQueueBytes, "the queue's cap; when full, the oldest recordings are dropped and counted")
 	fs.DurationVar(&o.recordTimeout, "record-timeout", 5*time.Second, "how long a call's recording is tried before it is queued instead")
 	fs.IntVar(&o.maxLineBytes, "max-line-bytes", mcp.DefaultMaxLine, "the longest message the proxy holds to read; a longer one passes through as it comes, unread (see docs/mcp.md § Limits)")
+	fs.StringVar(&o.chaos, "chaos", "", "set by oncetrace chaos (--mcp-stdio) in the command line it gives the agent: chaos decides each call's faults and receives the recordings, in place of --fault and --server; not for use by hand")
 	if err := o.fingerprintIgnore.register(fs); err != nil {
 		return o, fmt.Errorf("mcp-stdio: %w", err)
 	}
@@ -82,6 +86,8 @@ func mcpStdioFlags(args []string) (mcpStdioOptions, error) {
 		return o, errors.New("mcp-stdio: --max-line-bytes must be positive")
 	case o.recordTimeout <= 0:
 		return o, errors.New("mcp-stdio: --record-timeout must be positive")
+	case o.chaos != "" && len(o.faults) > 0:
+		return o, errors.New("mcp-stdio: --fault and --chaos: with --chaos, oncetrace chaos decides the faults")
 	}
 	if o.queueDir == "" {
 		cache, err := os.UserCacheDir()
@@ -113,11 +119,23 @@ func runMCPStdio(args []string) (int, error) {
 	signal.Notify(pipes, syscall.SIGPIPE)
 	defer signal.Stop(pipes)
 
-	rec := startMCPRecorder(o, logger)
-	defer rec.stop()
-	observer, err := mcp.New(mcp.Config{Provider: o.provider, EffectIDPointer: o.effectIDPointer, KeyMeta: o.keyMeta, KeyArg: o.keyArg,
-		Faults: o.faults, Recorder: rec, RecordTimeout: o.recordTimeout + 5*time.Second, FingerprintIgnore: o.fingerprintIgnore[o.provider],
-		Logger: logger})
+	cfg := mcp.Config{Provider: o.provider, EffectIDPointer: o.effectIDPointer, KeyMeta: o.keyMeta, KeyArg: o.keyArg,
+		Faults: o.faults, RecordTimeout: o.recordTimeout + 5*time.Second, FingerprintIgnore: o.fingerprintIgnore[o.provider],
+		Logger: logger}
+	// Under chaos, chaos numbers the calls, strikes one, and counts what
+	// was recorded; nothing is queued for a later process.
+	var rec *mcpRecorder
+	if o.chaos != "" {
+		link := newChaosLink(o.chaos, logger)
+		link.start()
+		defer link.done() // after the observer's last hand-over, below
+		cfg.Strike, cfg.Recorder = link.strike, link.recorder()
+	} else {
+		rec = startMCPRecorder(o, logger)
+		defer rec.stop()
+		cfg.Recorder = rec
+	}
+	observer, err := mcp.New(cfg)
 	if err != nil {
 		return 2, fmt.Errorf("mcp-stdio: %w", err)
 	}
@@ -155,8 +173,12 @@ func runMCPStdio(args []string) (int, error) {
 	if err := observer.Wait(ctx); err != nil {
 		logger.Warn("mcp-stdio: recordings still running at exit; they are lost", "err", err)
 	}
-	rec.drain(o.server, o.recordTimeout)
-	c, q := observer.Counts(), rec.counts()
+	var q feed.Counts
+	if rec != nil {
+		rec.drain(o.server, o.recordTimeout)
+		q = rec.counts()
+	}
+	c := observer.Counts()
 	logger.Info("mcp-stdio stopped", "provider", o.provider, "calls", c.Calls, "attempts", c.Attempts, "effects", c.Effects,
 		"dropped", c.Dropped, "refused", c.Refused, "delayed", c.Delayed, "unobserved", stats.Unobserved,
 		"recorded", q.Recorded, "queued", q.Queued, "record_failed", q.Failed+c.RecordFailures, "lost", q.Dropped, "rejected", q.Rejected)
