@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/url"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -138,5 +141,106 @@ func TestTapMCPFlags(t *testing.T) {
 		if code != 2 && code != 1 || !strings.Contains(errOut, tc.want) {
 			t.Errorf("%v: got exit %d and %q, want an error naming %q", tc.args, code, errOut, tc.want)
 		}
+	}
+}
+
+// TestTapMCPWithTracedClient: an MCP client instrumented with
+// OpenTelemetry's MCP conventions puts each call's span context in
+// params._meta.traceparent and exports its tools/call spans (kind CLIENT,
+// with their arguments) under its agent's root span. Through `serve --tap
+// --tap-mcp`, the proxy's attempts and the client's spans are one
+// execution (the trace's), one step per tool and one attempt per try: the
+// lost answer's retry is still one step of two attempts, two emails and a
+// critical duplicate_effect, and no session execution appears beside it.
+func TestTapMCPWithTracedClient(t *testing.T) {
+	upstream, stopUpstream, err := mcptest.ServeHTTP("127.0.0.1:0", mcptest.ServerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopUpstream()
+	serveTap := fmt.Sprintf("127.0.0.1:%d", freeLoopbackPort(t))
+	srv := startDemoServer(t, filepath.Join(t.TempDir(), "oncetrace.db"), "serve.log", "--tap", "invoices="+upstream+"@"+serveTap, "--tap-mcp", "invoices")
+	waitServeTap(t, srv, serveTap)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	started := time.Now()
+	report, err := mcptest.RunClient(ctx, mcptest.ClientOptions{URL: "http://" + serveTap + mcptest.HTTPPath, Name: "traced-agent",
+		Fault: "lose-response", FaultTool: mcptest.ToolSendInvoiceEmail, CallTimeout: time.Second, Traceparent: true})
+	if err != nil {
+		t.Fatalf("the agent loop: %v\nserve's log:\n%s", err, srv.logText())
+	}
+	ended := time.Now()
+
+	// The spans the instrumented client exports: its root, and one
+	// tools/call span a try, with the try's span id from its traceparent.
+	const rootSpan = "a1a1a1a1a1a1a1a1"
+	attr := func(k, v string) string {
+		return fmt.Sprintf(`{"key":%q,"value":{"stringValue":%s}}`, k, strconv.Quote(v))
+	}
+	nanos := func(t time.Time) string { return strconv.FormatInt(t.UnixNano(), 10) }
+	spans := []string{fmt.Sprintf(`{"traceId":%q,"spanId":%q,"name":"invoke_agent traced-agent","kind":1,"startTimeUnixNano":%q,"endTimeUnixNano":%q,"attributes":[%s,%s]}`,
+		report.TraceID, rootSpan, nanos(started), nanos(ended), attr("gen_ai.operation.name", "invoke_agent"), attr("gen_ai.agent.name", "traced-agent"))}
+	at := started
+	for _, c := range report.Calls {
+		args, _ := json.Marshal(c.Arguments)
+		for _, try := range c.Tries {
+			parts := strings.Split(try.Traceparent, "-")
+			if len(parts) != 4 || parts[1] != report.TraceID {
+				t.Fatalf("%s: traceparent %q, want one of trace %s", c.Tool, try.Traceparent, report.TraceID)
+			}
+			status := `{"code":1}`
+			if try.Outcome != mcptest.OutcomeOK {
+				status = `{"code":2,"message":"` + try.Outcome + `"}`
+			}
+			spans = append(spans, fmt.Sprintf(`{"traceId":%q,"spanId":%q,"parentSpanId":%q,"name":%q,"kind":3,"startTimeUnixNano":%q,"endTimeUnixNano":%q,"attributes":[%s,%s,%s,%s],"status":%s}`,
+				report.TraceID, parts[2], rootSpan, "tools/call "+c.Tool, nanos(at), nanos(at.Add(try.Duration)),
+				attr("mcp.method.name", "tools/call"), attr("gen_ai.operation.name", "execute_tool"), attr("gen_ai.tool.name", c.Tool),
+				attr("gen_ai.tool.call.arguments", string(args)), status))
+			at = at.Add(try.Duration + time.Millisecond)
+		}
+	}
+	otlp := `{"resourceSpans":[{"resource":{"attributes":[` + attr("service.name", "traced-agent") + `]},"scopeSpans":[{"scope":{"name":"mcp-client"},"spans":[` +
+		strings.Join(spans, ",") + `]}]}]}`
+	resp, err := http.Post(srv.url+"/v1/traces", "application/json", strings.NewReader(otlp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /v1/traces: got %d", resp.StatusCode)
+	}
+
+	var got mcpExecution
+	var last string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		got = mcpExecution{}
+		getJSON(t, srv.url+"/api/v1/executions/"+url.PathEscape(report.TraceID), &got)
+		_, sends := got.step(mcptest.ToolSendInvoiceEmail)
+		last = fmt.Sprintf("%+v", got)
+		if len(sends) == 2 && len(got.critical()) == 1 && len(got.Steps) == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the execution %s: got %s, want the proxy's attempts and the spans as one\nserve's log:\n%s", report.TraceID, last, srv.logText())
+		}
+	}
+	send, outcomes := got.step(mcptest.ToolSendInvoiceEmail)
+	if strings.Join(outcomes, " ") != "timeout ok" || len(got.effectsOf(send)) != 2 {
+		t.Errorf("send_invoice_email: got attempts %v and effects %v, want timeout ok and two emails", outcomes, got.effectsOf(send))
+	}
+	for _, tool := range []string{mcptest.ToolGetInvoice, mcptest.ToolChargeCard} {
+		if _, o := got.step(tool); len(o) != 1 {
+			t.Errorf("%s: got attempts %v, want one: the span and the proxy's event of one try are one attempt", tool, o)
+		}
+	}
+	var list struct {
+		Executions []struct {
+			ID string `json:"execution_id"`
+		} `json:"executions"`
+	}
+	getJSON(t, srv.url+"/api/v1/executions", &list)
+	if len(list.Executions) != 1 || list.Executions[0].ID != report.TraceID {
+		t.Errorf("executions: got %+v, want the trace's alone (no session execution beside it)", list.Executions)
 	}
 }
