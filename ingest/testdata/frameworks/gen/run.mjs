@@ -263,21 +263,25 @@ async function startOTLPRecorder() {
   return { url: `http://127.0.0.1:${server.address().port}`, close: () => new Promise((r) => server.close(r)) };
 }
 
-// startMailProxy forwards every request to the sandbox unchanged (method,
-// path, headers, body) and records it with the answer's status, or
-// "aborted" when the client gave up first; then it aborts the upstream
-// request too, as the client's own disconnect would have.
-async function startMailProxy(upstream) {
+// startRecordingProxy forwards every request to upstream unchanged (method,
+// path, headers, body) and records those `records` picks as entries of
+// `kind`, with the answer's status, or "aborted" when the client gave up
+// first; then it aborts the upstream request too, as the client's own
+// disconnect would have. The mail proxy records every request to the
+// sandbox; the events proxy (MCP runs) the proxy's POST /api/v1/events and
+// passes the rest (its /healthz probes) through unrecorded.
+async function startRecordingProxy(upstream, kind, records = () => true) {
   const up = new URL(upstream);
   const server = http.createServer((req, res) => {
-    const cap = capture;
-    const entry = { seq: 0, kind: 'mail', at_ms: Date.now(), method: req.method, path: req.url, headers: { ...req.headers }, body: '', status: null, end_ms: null, response_body: '' };
+    const recorded = records(req);
+    const cap = recorded ? capture : null;
+    const entry = { seq: 0, kind, at_ms: Date.now(), method: req.method, path: req.url, headers: { ...req.headers }, body: '', raw: null, status: null, end_ms: null, response_body: '' };
     if (cap) {
       entry.seq = ++cap.seq;
       cap.entries.push(entry);
       cap.pending.add(entry);
-    } else {
-      console.error(`mail proxy: ${req.method} ${req.url} outside a run, not recorded`);
+    } else if (recorded) {
+      console.error(`${kind} proxy: ${req.method} ${req.url} outside a run, not recorded`);
     }
     const done = (status) => {
       if (entry.status !== null) return;
@@ -296,6 +300,7 @@ async function startMailProxy(upstream) {
     req.on('data', (c) => chunks.push(c));
     req.on('end', () => {
       const body = Buffer.concat(chunks);
+      entry.raw = body;
       entry.body = body.toString('utf8');
       if (entry.status !== null) return; // the client left while sending
       upstreamReq = http.request({ host: up.hostname, port: up.port, method: req.method, path: req.url, headers: req.headers }, (upRes) => {
@@ -322,11 +327,14 @@ async function startMailProxy(upstream) {
   return { url: `http://127.0.0.1:${server.address().port}`, close: () => new Promise((r) => { server.closeAllConnections?.(); server.close(r); }) };
 }
 
-function runChild(script, env, label) {
+// runChild runs a Node script with args and resolves with its output: `out`
+// both streams as they came, `stdout` its stdout alone.
+function runChild(script, env, label, args = []) {
   return new Promise((resolve, reject) => {
-    const child = track(spawn(process.execPath, [path.join(HERE, script)], { cwd: HERE, env, stdio: ['ignore', 'pipe', 'pipe'] }));
+    const child = track(spawn(process.execPath, [path.join(HERE, script), ...args], { cwd: HERE, env, stdio: ['ignore', 'pipe', 'pipe'] }));
     let out = '';
-    child.stdout.on('data', (c) => { out += c; });
+    let stdout = '';
+    child.stdout.on('data', (c) => { out += c; stdout += c; });
     child.stderr.on('data', (c) => { out += c; });
     const timer = setTimeout(() => {
       out += `\n[run.mjs: killed after ${RUN_TIMEOUT_MS / 1000} s]`;
@@ -335,7 +343,7 @@ function runChild(script, env, label) {
     child.on('error', (err) => { clearTimeout(timer); reject(err); });
     child.on('exit', (code, signal) => {
       clearTimeout(timer);
-      if (code === 0) resolve(out);
+      if (code === 0) resolve({ out, stdout });
       else reject(new Error(`${label}: the agent exited with ${signal ?? code}:\n${out}`));
     });
   });
@@ -547,7 +555,7 @@ async function main() {
     cleanup.push(oncetrace.stop);
     const recorder = await startOTLPRecorder();
     cleanup.push(recorder.close);
-    const mail = await startMailProxy(oncetrace.url);
+    const mail = await startRecordingProxy(oncetrace.url, 'mail');
     cleanup.push(mail.close);
     const openai = await startFakeOpenAI({ label: () => label });
     cleanup.push(openai.close);
@@ -562,7 +570,7 @@ async function main() {
       const started = Date.now();
       capture = newCapture(fw, run);
       const callsBefore = new Set(modelCallsSoFar());
-      const out = await runChild(FRAMEWORKS[fw].script, { ...childEnv(urls, run), ...FRAMEWORKS[fw].env }, label);
+      const { out } = await runChild(FRAMEWORKS[fw].script, { ...childEnv(urls, run), ...FRAMEWORKS[fw].env }, label);
       // The child has flushed and exited; its requests are answered, bar
       // a proxy still noticing a disconnect.
       for (let i = 0; i < 50 && capture.pending.size > 0; i++) await sleep(100);
