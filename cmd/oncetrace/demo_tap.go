@@ -61,7 +61,7 @@ func (t *demoTap) settle(ctx context.Context) {
 	if t == nil {
 		return
 	}
-	for deadline := time.Now().Add(10 * time.Second); t.recorder.Counts().Queued > 0 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(10 * time.Second); t.counts().Queued > 0 && time.Now().Before(deadline); {
 		select {
 		case <-ctx.Done():
 			return

@@ -250,11 +250,7 @@ func (r *mcpRecorder) RecordEvents(ctx context.Context, events []json.RawMessage
 	if r.queued == nil {
 		return r.next.RecordEvents(ctx, events)
 	}
-	outcome, err := r.queued.Record(ctx, feed.EventBatch(events))
-	if outcome == feed.Queued {
-		return nil
-	}
-	return err
+	return feed.QueuedEvents{Recorder: r.queued}.RecordEvents(ctx, events)
 }
 
 func (r *mcpRecorder) counts() feed.Counts {

@@ -104,6 +104,11 @@ func serveFlags(args []string) (serveConfig, error) {
 		c.taps = append(c.taps, t)
 		return err
 	})
+	var mcpTaps []string
+	fs.Func("tap-mcp", "the --tap named NAME is in front of a Streamable HTTP MCP server: it records tools/calls as attempts and effects (repeatable; see docs/mcp.md)", func(v string) error {
+		mcpTaps = append(mcpTaps, v)
+		return nil
+	})
 	c.tapLimits.registerUpstream(fs, "tap-")
 	if err := c.fingerprintIgnore.register(fs); err != nil {
 		return c, fmt.Errorf("serve: %w", err)
@@ -148,6 +153,9 @@ func serveFlags(args []string) (serveConfig, error) {
 	c.tapLimits.idleTimeout = cmp.Or(c.listen.idleTimeout, c.listen.readTimeout)
 	if err := c.tapLimits.check("tap-"); err != nil {
 		return c, fmt.Errorf("serve: %w", err)
+	}
+	if err := markMCPTaps(c.taps, mcpTaps); err != nil {
+		return c, err
 	}
 	if c.otlpAddr != "" {
 		if err := checkExposure(c.otlpAddr, c.token, c.insecure); err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/oncetrace/oncetrace/ingest"
 	"github.com/oncetrace/oncetrace/ingest/feed"
+	"github.com/oncetrace/oncetrace/ingest/feed/mcp"
 	"github.com/oncetrace/oncetrace/ingest/feed/sandbox"
 	"github.com/oncetrace/oncetrace/ingest/feed/tap"
 )
@@ -42,6 +44,12 @@ type tapOptions struct {
 	fingerprintIgnore fingerprintIgnore
 	redact            *ingest.Redactor // what effect summaries hide; the default terms when nil
 	limits            tapLimits
+	// mcp makes the tap a proxy for a Streamable HTTP MCP server: it
+	// records tools/calls (attempts and effects) instead of requests.
+	mcp                   bool
+	mcpEffectID           string // a JSON pointer into a tools/call result
+	mcpKeyMeta, mcpKeyArg string
+	mcpMaxMessageBytes    int64
 }
 
 // tapLimits bound what a tap's clients and upstream can hold
@@ -164,7 +172,8 @@ func tapFlags(args []string) (tapOptions, error) {
 	fs.StringVar(&o.server, "server", envOr("ONCETRACE_SERVER", "http://127.0.0.1:8080"), "the oncetrace server that receives the effects (env ONCETRACE_SERVER)")
 	fs.StringVar(&o.token, "token", envOr("ONCETRACE_INGEST_TOKEN", ""), "the server's ingest token, if it has one (env ONCETRACE_INGEST_TOKEN)")
 	fs.BoolVar(&o.insecure, "insecure", false, "allow a non-loopback --listen: anyone who reaches it can call the API through the tap and write effects")
-	fs.Func("fault", "a standing fault on unsafe requests: lose-response=0.1, fail-before=0.05, latency=500ms, or the sandbox's syntax lose-response;p=0.1 (repeatable; see docs/outbox.md)", func(v string) error {
+	fs.Func("fault", "a standing fault on unsafe requests (with --mcp: on tools/call of tools not annotated read-only): lose-response=0.1, fail-before=0.05, latency=500ms, "+
+		"or the sandbox's syntax lose-response;p=0.1 (repeatable; see docs/outbox.md)", func(v string) error {
 		fs, err := tap.ParseFaults(v)
 		o.faults = append(o.faults, fs...)
 		return err
@@ -190,6 +199,13 @@ func tapFlags(args []string) (tapOptions, error) {
 	fs.Int64Var(&o.queueMaxBytes, "queue-max-bytes", feed.DefaultQueueBytes, "the queue's cap; when full, the oldest effects are dropped and counted")
 	fs.Int64Var(&o.maxPeekBytes, "max-peek-bytes", tap.DefaultMaxPeekBytes, "how much of each request and response body the tap reads for the fields; longer bodies pass through whole, unread")
 	fs.DurationVar(&o.recordTimeout, "record-timeout", 5*time.Second, "how long a response waits for its effect to be recorded before the effect is queued instead")
+	fs.BoolVar(&o.mcp, "mcp", false, "the upstream is a Streamable HTTP MCP server (its endpoint, e.g. http://127.0.0.1:3000/mcp): record each tools/call as an attempt, "+
+		"and the effects of tools not annotated read-only (see docs/mcp.md)")
+	fs.StringVar(&o.mcpEffectID, "mcp-effect-id", mcp.DefaultEffectIDPointer, "with --mcp: a JSON pointer into a tools/call result holding the effect's id; a result without it gets an id hashed from the call")
+	fs.StringVar(&o.mcpKeyMeta, "mcp-key", mcp.KeyMeta, "with --mcp: the params._meta entry carrying a call's idempotency key")
+	fs.StringVar(&o.mcpKeyArg, "mcp-key-arg", "", "with --mcp: a tool argument carrying the idempotency key, read when _meta has none, e.g. idempotency_key")
+	fs.Int64Var(&o.mcpMaxMessageBytes, "mcp-max-message-bytes", tap.DefaultMaxMessageBytes,
+		"with --mcp: the longest message (a request, an SSE event, a JSON answer) the tap holds to read; a longer request passes unread, a longer answer is read for its id as it streams")
 	o.limits.register(fs)
 	if err := o.fingerprintIgnore.register(fs); err != nil {
 		return o, fmt.Errorf("tap: %w", err)
@@ -198,6 +214,9 @@ func tapFlags(args []string) (tapOptions, error) {
 		return o, err
 	}
 	if err := refuseArguments("tap", fs); err != nil {
+		return o, err
+	}
+	if err := checkModeFlags(fs, o.mcp); err != nil {
 		return o, err
 	}
 	o.keyHeaders = append(o.keyHeaders, tap.DefaultKeyHeaders...)
@@ -215,18 +234,60 @@ func tapFlags(args []string) (tapOptions, error) {
 		return o, errors.New("tap: --unsafe-methods: name at least one method")
 	case o.maxPeekBytes <= 0:
 		return o, errors.New("tap: --max-peek-bytes must be positive")
+	case o.mcpMaxMessageBytes <= 0:
+		return o, errors.New("tap: --mcp-max-message-bytes must be positive")
 	}
 	if err := o.limits.check(""); err != nil {
 		return o, fmt.Errorf("tap: %w", err)
+	}
+	if o.mcp {
+		// The observer checks its pointer: a mistake is said now, not at the
+		// first call.
+		if _, err := mcp.New(mcp.Config{Provider: o.provider, EffectIDPointer: o.mcpEffectID}); err != nil {
+			return o, fmt.Errorf("tap: --mcp-effect-id: %w", err)
+		}
 	}
 	if o.queueDir == "" {
 		cache, err := os.UserCacheDir()
 		if err != nil {
 			return o, fmt.Errorf("tap: no user cache directory for the queue (%v); set --queue-dir", err)
 		}
-		o.queueDir = filepath.Join(cache, "oncetrace", "tap-queue", safeDirName(o.provider))
+		o.queueDir = filepath.Join(cache, "oncetrace", "tap-queue", tapQueueName(o.provider, o.mcp))
 	}
 	return o, checkTapExposure(o.listen, o.insecure)
+}
+
+// Flags of one mode of the tap only: the plain tap reads effects from
+// requests and answers, the MCP tap from tools/calls.
+var (
+	plainTapFlags = []string{"effect-id-field", "effect-id-header", "target-field", "key-header", "unsafe-methods", "max-peek-bytes"}
+	mcpTapFlags   = []string{"mcp-effect-id", "mcp-key", "mcp-key-arg", "mcp-max-message-bytes"}
+)
+
+// checkModeFlags refuses a flag the chosen mode does not read: it would
+// change nothing, probably not what was meant.
+func checkModeFlags(fs *flag.FlagSet, mcpMode bool) error {
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		switch {
+		case err != nil:
+		case mcpMode && slices.Contains(plainTapFlags, f.Name):
+			err = fmt.Errorf("tap: --%s is not used with --mcp, which reads tool calls (see --mcp-effect-id, --mcp-key, --mcp-key-arg)", f.Name)
+		case !mcpMode && slices.Contains(mcpTapFlags, f.Name):
+			err = fmt.Errorf("tap: --%s needs --mcp", f.Name)
+		}
+	})
+	return err
+}
+
+// tapQueueName is the directory of a tap's queue: an MCP tap queues
+// batches of events, not effects, and has one of its own ('@' is in no
+// provider's directory name).
+func tapQueueName(provider string, mcpMode bool) string {
+	if mcpMode {
+		return safeDirName(provider) + "@mcp"
+	}
+	return safeDirName(provider)
 }
 
 // checkTapExposure refuses a non-loopback listener without --insecure, as
@@ -259,8 +320,10 @@ func safeDirName(s string) string {
 // recorder, and the queue they share; stop ends all three.
 type runningTap struct {
 	tap      *tap.Tap
-	recorder *feed.QueuedRecorder
-	queue    *feed.Queue
+	observer *mcp.Observer // in MCP mode
+	counts   func() feed.Counts
+	retry    func(context.Context) // the recorder's retry loop
+	queue    io.Closer
 	server   *http.Server
 	url      string
 	served   chan error
@@ -268,43 +331,69 @@ type runningTap struct {
 	retried  chan struct{}
 }
 
+// tapRecorder is what a tap records through: effects, or an MCP tap's
+// batches of events (feed.WriterRecorder and feed.HTTPRecorder are both).
+type tapRecorder interface {
+	feed.Recorder
+	feed.EventRecorder
+}
+
 // launchTap starts a tap on o.listen, recording through next and keeping
 // what fails in o.queueDir.
-func launchTap(o tapOptions, next feed.Recorder, limits ingest.Limits, logger *slog.Logger) (*runningTap, error) {
-	q, err := feed.OpenQueue(o.queueDir, o.queueMaxBytes)
-	if err != nil {
-		return nil, fmt.Errorf("tap %s: %w", o.provider, err)
+func launchTap(o tapOptions, next tapRecorder, limits ingest.Limits, logger *slog.Logger) (*runningTap, error) {
+	r := &runningTap{}
+	cfg := tap.Config{Upstream: o.upstream, Provider: o.provider, Logger: logger,
+		UpstreamTimeout: o.limits.upstreamTimeout, UpstreamGiveUp: o.limits.upstreamGiveUp, MaxLate: cmp.Or(o.limits.maxLate, -1)}
+	var queued int
+	if o.mcp {
+		q, err := feed.OpenEventQueue(o.queueDir, o.queueMaxBytes)
+		if err != nil {
+			return nil, fmt.Errorf("tap %s: %w", o.provider, err)
+		}
+		rec := feed.NewQueuedEventRecorder(next, q, feed.QueuedConfig{Feed: mcp.Feed, Limits: limits, Timeout: o.recordTimeout, Logger: logger})
+		obs, err := mcp.New(mcp.Config{Provider: o.provider, EffectIDPointer: o.mcpEffectID, KeyMeta: o.mcpKeyMeta, KeyArg: o.mcpKeyArg, Faults: o.faults,
+			Recorder: feed.QueuedEvents{Recorder: rec}, FingerprintIgnore: o.fingerprintIgnore[o.provider], Redact: o.redact, Logger: logger})
+		if err != nil {
+			q.Close()
+			return nil, fmt.Errorf("tap %s: %w", o.provider, err)
+		}
+		cfg.MCP, cfg.MaxMessageBytes, cfg.RecorderCounts = obs, o.mcpMaxMessageBytes, rec.Counts
+		r.observer, r.counts, r.retry, r.queue, queued = obs, rec.Counts, rec.Run, q, q.Len()
+	} else {
+		q, err := feed.OpenQueue(o.queueDir, o.queueMaxBytes)
+		if err != nil {
+			return nil, fmt.Errorf("tap %s: %w", o.provider, err)
+		}
+		rec := feed.NewQueuedRecorder(next, q, feed.QueuedConfig{Feed: tap.Feed, Limits: limits, Timeout: o.recordTimeout, Logger: logger})
+		cfg.UnsafeMethods, cfg.EffectIDField, cfg.EffectIDHeaders, cfg.TargetField, cfg.KeyHeaders = o.unsafeMethods, o.effectIDField, o.effectIDHeaders, o.targetField, o.keyHeaders
+		cfg.MaxPeekBytes, cfg.Faults, cfg.Recorder, cfg.FingerprintIgnore, cfg.Redact = o.maxPeekBytes, o.faults, rec, o.fingerprintIgnore[o.provider], o.redact
+		r.counts, r.retry, r.queue, queued = rec.Counts, rec.Run, q, q.Len()
 	}
-	rec := feed.NewQueuedRecorder(next, q, feed.QueuedConfig{Feed: tap.Feed, Limits: limits, Timeout: o.recordTimeout, Logger: logger})
-	tp, err := tap.New(tap.Config{Upstream: o.upstream, Provider: o.provider, UnsafeMethods: o.unsafeMethods, EffectIDField: o.effectIDField,
-		EffectIDHeaders: o.effectIDHeaders, TargetField: o.targetField, KeyHeaders: o.keyHeaders, MaxPeekBytes: o.maxPeekBytes, Faults: o.faults, Recorder: rec, Logger: logger,
-		FingerprintIgnore: o.fingerprintIgnore[o.provider], Redact: o.redact,
-		UpstreamTimeout: o.limits.upstreamTimeout, UpstreamGiveUp: o.limits.upstreamGiveUp, MaxLate: cmp.Or(o.limits.maxLate, -1)})
+	tp, err := tap.New(cfg)
 	if err != nil {
-		q.Close()
+		r.queue.Close()
 		return nil, err
 	}
 	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
-		q.Close()
+		r.queue.Close()
 		return nil, fmt.Errorf("tap %s: %w", o.provider, err)
 	}
 	ln = newConnLimiter(o.limits.maxConnsPerIP, o.limits.maxConns, o.limits.maxConnsFlag, logger).wrap(ln)
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &runningTap{tap: tp, recorder: rec, queue: q, url: "http://" + ln.Addr().String(), served: make(chan error, 1),
-		cancel: cancel, retried: make(chan struct{}),
-		// No read or write timeout: a request's body and its answer may
-		// stream as long as the client and the upstream stream them;
-		// --upstream-timeout bounds the wait for the answer instead.
-		server: &http.Server{Handler: tp, ReadHeaderTimeout: o.limits.readHeaderTimeout, IdleTimeout: o.limits.idleTimeout,
-			ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}}
+	r.tap, r.url, r.served, r.cancel, r.retried = tp, "http://"+ln.Addr().String(), make(chan error, 1), cancel, make(chan struct{})
+	// No read or write timeout: a request's body and its answer may
+	// stream as long as the client and the upstream stream them;
+	// --upstream-timeout bounds the wait for the answer instead.
+	r.server = &http.Server{Handler: tp, ReadHeaderTimeout: o.limits.readHeaderTimeout, IdleTimeout: o.limits.idleTimeout,
+		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	go func() {
 		defer close(r.retried)
-		rec.Run(ctx)
+		r.retry(ctx)
 	}()
 	go func() { r.served <- r.server.Serve(ln) }()
-	logger.Info("oncetrace tap", "url", r.url, "upstream", o.upstream, "provider", o.provider, "status", r.url+tap.StatusPath,
-		"queue", o.queueDir, "queued", q.Len())
+	logger.Info("oncetrace tap", "url", r.url, "upstream", o.upstream, "provider", o.provider, "mcp", o.mcp, "status", r.url+tap.StatusPath,
+		"queue", o.queueDir, "queued", queued)
 	return r, nil
 }
 
@@ -318,8 +407,12 @@ func (r *runningTap) stop(ctx context.Context) error {
 	r.tap.Close()
 	err := r.server.Shutdown(ctx)
 	// The requests still waiting for a late answer record through the
-	// recorder: they end before it.
+	// recorder: they end before it, and so do the MCP observer's
+	// hand-overs to it.
 	err = errors.Join(err, r.tap.Drain(ctx))
+	if r.observer != nil {
+		err = errors.Join(err, r.observer.Wait(ctx))
+	}
 	r.cancel()
 	<-r.retried
 	return errors.Join(err, r.queue.Close())
@@ -342,7 +435,7 @@ func runTap(args []string) error {
 	if err := serverAnswers(ctx, o.server); err != nil {
 		logger.Warn("tap: the oncetrace server does not answer; effects will wait in the queue until it does", "server", o.server, "err", err)
 	}
-	next := feed.HTTPRecorder{Server: o.server, Token: o.token, Feed: tap.Feed, Client: &http.Client{}}
+	next := feed.HTTPRecorder{Server: o.server, Token: o.token, Feed: tap.Feed, Client: &http.Client{}, Limits: ingest.DefaultLimits}
 	r, err := launchTap(o, next, ingest.DefaultLimits, logger)
 	if err != nil {
 		return err
@@ -356,8 +449,14 @@ func runTap(args []string) error {
 	defer cancel()
 	err = r.stop(shutdownCtx)
 	c := r.tap.Status()
-	logger.Info("tap stopped", "proxied", c.Proxied, "effects", c.Effects, "recorded", c.Recorded, "failed", c.Failed,
-		"queued", c.Queued, "dropped", c.Dropped, "rejected", c.Rejected)
+	attrs := []any{"proxied", c.Proxied}
+	if c.MCP != nil {
+		attrs = append(attrs, "calls", c.MCP.Calls, "attempts", c.MCP.Attempts, "effects", c.MCP.Effects)
+	} else {
+		attrs = append(attrs, "effects", c.Effects)
+	}
+	attrs = append(attrs, "recorded", c.Recorded, "failed", c.Failed, "queued", c.Queued, "dropped", c.Dropped, "rejected", c.Rejected)
+	logger.Info("tap stopped", attrs...)
 	if serveErr != nil {
 		return fmt.Errorf("tap: %w", serveErr)
 	}
@@ -383,9 +482,11 @@ func serverAnswers(ctx context.Context, server string) error {
 	return nil
 }
 
-// serveTapSpec is one --tap NAME=UPSTREAM@LISTEN of serve.
+// serveTapSpec is one --tap NAME=UPSTREAM@LISTEN of serve; mcp, set by
+// --tap-mcp NAME, makes it an MCP tap.
 type serveTapSpec struct {
 	name, upstream, listen string
+	mcp                    bool
 }
 
 var tapNameRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
@@ -409,6 +510,19 @@ func parseServeTap(v string) (serveTapSpec, error) {
 	return s, nil
 }
 
+// markMCPTaps makes the taps --tap-mcp names MCP taps; a name no --tap
+// gives is an error.
+func markMCPTaps(taps []serveTapSpec, names []string) error {
+	for _, name := range names {
+		i := slices.IndexFunc(taps, func(t serveTapSpec) bool { return t.name == name })
+		if i < 0 {
+			return fmt.Errorf("serve: --tap-mcp %q: no --tap NAME=UPSTREAM@LISTEN names it", name)
+		}
+		taps[i].mcp = true
+	}
+	return nil
+}
+
 // serveTaps are the taps a serve process runs.
 type serveTaps []*runningTap
 
@@ -416,7 +530,7 @@ type serveTaps []*runningTap
 // server's own writer (next); each queues what fails beside the database,
 // in DB-tap-queue/NAME. Their effect summaries hide what
 // ingestLimits.Redact names.
-func startServeTaps(specs []serveTapSpec, db string, ignore fingerprintIgnore, limits tapLimits, next feed.Recorder, ingestLimits ingest.Limits, logger *slog.Logger) (serveTaps, error) {
+func startServeTaps(specs []serveTapSpec, db string, ignore fingerprintIgnore, limits tapLimits, next tapRecorder, ingestLimits ingest.Limits, logger *slog.Logger) (serveTaps, error) {
 	var taps serveTaps
 	names := make([]string, len(specs))
 	for i, s := range specs {
@@ -425,8 +539,9 @@ func startServeTaps(specs []serveTapSpec, db string, ignore fingerprintIgnore, l
 	ignore.warnUnused(logger, names...)
 	for _, s := range specs {
 		o := tapOptions{listen: s.listen, upstream: s.upstream, provider: s.name, unsafeMethods: tap.DefaultUnsafeMethods,
-			keyHeaders: tap.DefaultKeyHeaders, queueDir: filepath.Join(db+"-tap-queue", s.name), queueMaxBytes: feed.DefaultQueueBytes,
-			maxPeekBytes: tap.DefaultMaxPeekBytes, recordTimeout: 5 * time.Second, fingerprintIgnore: ignore, redact: ingestLimits.Redact, limits: limits}
+			keyHeaders: tap.DefaultKeyHeaders, queueDir: filepath.Join(db+"-tap-queue", tapQueueName(s.name, s.mcp)), queueMaxBytes: feed.DefaultQueueBytes,
+			maxPeekBytes: tap.DefaultMaxPeekBytes, recordTimeout: 5 * time.Second, fingerprintIgnore: ignore, redact: ingestLimits.Redact, limits: limits,
+			mcp: s.mcp, mcpEffectID: mcp.DefaultEffectIDPointer, mcpKeyMeta: mcp.KeyMeta, mcpMaxMessageBytes: tap.DefaultMaxMessageBytes}
 		r, err := launchTap(o, next, ingestLimits, logger)
 		if err != nil {
 			taps.stop(context.Background())

@@ -110,3 +110,18 @@ func (r WriterRecorder) RecordEvents(ctx context.Context, events []json.RawMessa
 	_, err = r.Writer.Write(ctx, parsed)
 	return err
 }
+
+// QueuedEvents is a QueuedEventRecorder seen as an EventRecorder, which is
+// what an mcp.Observer records through: a batch the server cannot take now
+// is queued and retried, which is no failure of the caller's; only a batch
+// rejected or dropped is an error.
+type QueuedEvents struct{ Recorder *QueuedEventRecorder }
+
+// RecordEvents records the batch or queues it.
+func (q QueuedEvents) RecordEvents(ctx context.Context, events []json.RawMessage) error {
+	outcome, err := q.Recorder.Record(ctx, EventBatch(events))
+	if outcome == Queued {
+		return nil
+	}
+	return err
+}

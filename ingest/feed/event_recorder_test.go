@@ -334,3 +334,27 @@ func TestQueuedEventRecorderRejectsBeforeSending(t *testing.T) {
 		t.Errorf("counts: got %+v, want 3 rejected, nothing recorded, failed or queued", c)
 	}
 }
+
+// TestQueuedEventsQueueIsNoError: seen as an EventRecorder, the queued
+// recorder answers a batch it queued (the server down) with no error, and
+// one it rejects with ErrRejected.
+func TestQueuedEventsQueueIsNoError(t *testing.T) {
+	ln := listen(t, "127.0.0.1:0")
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens: connection refused
+	q, err := feed.OpenEventQueue(t.TempDir(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	var r feed.EventRecorder = feed.QueuedEvents{Recorder: feed.NewQueuedEventRecorder(feed.HTTPRecorder{Server: "http://" + addr}, q, feed.QueuedConfig{Timeout: time.Second})}
+	if err := r.RecordEvents(context.Background(), toolCall(7, "msg_1")); err != nil {
+		t.Errorf("a batch queued: got %v, want no error", err)
+	}
+	if q.Len() != 1 {
+		t.Errorf("queue: got %d batches, want 1", q.Len())
+	}
+	if err := r.RecordEvents(context.Background(), []json.RawMessage{json.RawMessage(`{"type":"attempt"}`)}); !errors.Is(err, feed.ErrRejected) {
+		t.Errorf("an invalid batch: got %v, want ErrRejected", err)
+	}
+}

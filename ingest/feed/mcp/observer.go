@@ -126,7 +126,9 @@ type Counts struct {
 	// Dropped are answers withheld from the client (lose-response),
 	// Refused calls answered with an error unforwarded (fail-before),
 	// Delayed calls forwarded late (latency).
-	Dropped, Refused, Delayed int64
+	Dropped int64 `json:"dropped"`
+	Refused int64 `json:"refused"`
+	Delayed int64 `json:"delayed"`
 	// RecordFailures are hand-overs the recorder returned an error for.
 	RecordFailures int64 `json:"record_failures"`
 }

@@ -207,11 +207,38 @@ func (s *Session) bound() {
 // event's data, a stdio line) and records the calls it answers. drop says
 // the proxy must not deliver it: it answers a call lose-response struck.
 func (s *Session) FromServer(data []byte) (drop bool) {
+	return s.fromServer(parseMessages(data), delivery{})
+}
+
+// Undelivered is told a message the server sent that the client never
+// gets: its request was answered otherwise (a 504 when the server was
+// late) or its client went away. The calls it answers are recorded as
+// timeouts, with the effects the server made, why saying what happened.
+func (s *Session) Undelivered(data []byte, why string) {
+	s.fromServer(parseMessages(data), delivery{withheld: why})
+}
+
+// delivery is what became of a message from the server.
+type delivery struct {
+	// withheld, when not empty, says why the client never gets it.
+	withheld string
+	// passed: the client got it whatever struck the calls it answers (it
+	// was too long to hold back; large says so).
+	passed, large bool
+}
+
+// loseText is the error of an attempt whose answer lose-response withheld.
+const loseText = "the server answered; oncetrace (lose-response) withheld the answer from the client"
+
+// fromServer records the calls msgs answer. drop says one answers a call
+// lose-response struck: the proxy withholds it, unless d.passed says the
+// client has it already, when drop says the fault missed.
+func (s *Session) fromServer(msgs []message, d delivery) (drop bool) {
 	o := s.o
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	now := o.cfg.Now()
-	for _, m := range parseMessages(data) {
+	for _, m := range msgs {
 		if !m.isResponse() {
 			continue
 		}
@@ -219,25 +246,33 @@ func (s *Session) FromServer(data []byte) (drop bool) {
 		switch {
 		case s.lists[key]:
 			delete(s.lists, key)
-			if m.Result != nil {
+			if d.large {
+				o.cfg.Logger.Warn("mcp: a tools/list result too long to hold was not read; its tools' classes stay unknown", "provider", o.cfg.Provider)
+			} else if m.Result != nil {
 				o.learnTools(m.Result)
 			}
 		case s.inits[key]:
 			delete(s.inits, key)
 		case s.pending[key] != nil:
 			pc := s.pending[key]
-			if pc.dropAnswer {
+			why := d.withheld
+			switch {
+			case pc.dropAnswer && d.passed:
 				drop = true
+				o.cfg.Logger.Warn("mcp: lose-response missed: the answer was too long to hold back and reached the client", "provider", o.cfg.Provider, "tool", pc.call.Tool)
+			case pc.dropAnswer:
+				drop, why = true, loseText
 				o.counts.Dropped++
 			}
-			s.answered(pc, m, now)
+			s.answered(pc, m, now, why)
 		}
 	}
 	return drop
 }
 
-// answered records the call pc as m answered it.
-func (s *Session) answered(pc *pendingCall, m message, now time.Time) {
+// answered records the call pc as m answered it; withheld, when not
+// empty, says why the client never got the answer.
+func (s *Session) answered(pc *pendingCall, m message, now time.Time, withheld string) {
 	var res callResult
 	switch {
 	case m.Error != nil:
@@ -246,9 +281,9 @@ func (s *Session) answered(pc *pendingCall, m message, now time.Time) {
 		s.finish(pc, now, trace.OutcomeError, "the server's result is not a tools/call result", nil, false)
 	case res.IsError:
 		s.finish(pc, now, trace.OutcomeError, res.errorText(), m.Result, false)
-	case pc.dropAnswer:
+	case withheld != "":
 		// The server did it; the client never hears so.
-		s.finish(pc, now, trace.OutcomeTimeout, "the server answered; oncetrace (lose-response) withheld the answer from the client", m.Result, true)
+		s.finish(pc, now, trace.OutcomeTimeout, withheld, m.Result, true)
 	case !pc.cancelled.IsZero():
 		// The server did it, after the client had given up: for the
 		// client the call timed out when it cancelled it.

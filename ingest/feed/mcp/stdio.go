@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"strconv"
 	"sync"
 	"time"
 
@@ -284,16 +283,13 @@ func (r *stdioRelay) serverLine(line []byte) {
 }
 
 // serverLong relays a server's line too long to hold, reading what it
-// says of itself as it passes (answerScan): when its id comes in the part
+// says of itself as it passes (ServerScan): when its id comes in the part
 // held and names a call lose-response struck, the whole line is withheld;
 // at its end, the call it answers is recorded from what was read.
 func (r *stdioRelay) serverLong(first []byte, lines *lineReader) {
-	var scan answerScan
-	scan.feed(first)
-	id, found := scan.answerID()
-	r.mu.Lock()
-	withhold := found && r.struck[idKey(id)]
-	r.mu.Unlock()
+	scan := r.s.ScanFromServer()
+	scan.Write(first)
+	withhold := scan.Struck()
 	r.out.Lock()
 	defer r.out.Unlock()
 	size := len(first)
@@ -303,7 +299,7 @@ func (r *stdioRelay) serverLong(first []byte, lines *lineReader) {
 	for {
 		piece, last, err := lines.rest()
 		size += len(piece)
-		scan.feed(piece)
+		scan.Write(piece)
 		if !withhold {
 			r.writeClient(piece)
 		}
@@ -311,7 +307,7 @@ func (r *stdioRelay) serverLong(first []byte, lines *lineReader) {
 			break
 		}
 	}
-	id, found = scan.answerID()
+	id, found := scan.ID()
 	if !found {
 		r.count(func(st *StdioStats) { st.Unobserved++ })
 		return
@@ -319,7 +315,7 @@ func (r *stdioRelay) serverLong(first []byte, lines *lineReader) {
 	r.mu.Lock()
 	delete(r.struck, idKey(id))
 	r.mu.Unlock()
-	if r.s.FromServer(scan.summary(id, size, r.cfg.MaxLine)) && !withhold {
+	if scan.End(!withhold) && !withhold {
 		r.count(func(st *StdioStats) { st.Unwithheld++ })
 		r.cfg.Logger.Warn("mcp: lose-response could not withhold an answer too long to hold whose id came late in it; it was delivered",
 			"id", string(id), "bytes", size)
@@ -419,179 +415,4 @@ func (l *lineReader) rest() (piece []byte, last bool, err error) {
 		return frag, false, nil
 	}
 	return frag, true, err
-}
-
-// maxScanned bounds a value answerScan keeps.
-const maxScanned = 256
-
-// answerScan reads, one byte at a time and keeping a few hundred bytes,
-// what a JSON-RPC message too long to hold says of itself: its id, whether
-// it names a method (a request, not an answer) or an error (and its
-// code), and its result's isError.
-type answerScan struct {
-	depth      int
-	object     [3]bool   // the containers at depths 1 and 2 are objects
-	key        [3]string // the member being read at depths 1 and 2
-	keyBuf     []byte
-	inString   bool
-	escaped    bool
-	readingKey bool
-	wantKey    bool   // the next string at this depth is a member's name
-	target     string // the value being kept: "id", "code" or "isError"
-	value      []byte
-	tooLong    bool
-
-	id, code, isError []byte
-	method, err       bool
-}
-
-func (a *answerScan) feed(p []byte) {
-	for _, c := range p {
-		a.step(c)
-	}
-}
-
-func (a *answerScan) step(c byte) {
-	if a.inString {
-		if !a.escaped && c == '"' {
-			a.inString = false
-			if a.readingKey {
-				a.readingKey = false
-				if a.depth <= 2 {
-					a.key[a.depth] = string(a.keyBuf)
-				}
-				return
-			}
-			a.keep(c)
-			a.endValue()
-			return
-		}
-		a.escaped = !a.escaped && c == '\\'
-		if a.readingKey {
-			if len(a.keyBuf) < 64 {
-				a.keyBuf = append(a.keyBuf, c)
-			}
-		} else {
-			a.keep(c)
-		}
-		return
-	}
-	switch c {
-	case ' ', '\t', '\r', '\n':
-		a.endValue()
-	case '"':
-		a.inString = true
-		if a.depth >= 1 && a.depth <= 2 && a.object[a.depth] && a.wantKey {
-			a.readingKey, a.keyBuf = true, a.keyBuf[:0]
-			return
-		}
-		a.startValue(true)
-		a.keep(c)
-	case ':':
-		a.wantKey = false
-	case ',':
-		a.endValue()
-		a.wantKey = a.depth >= 1 && a.depth <= 2 && a.object[a.depth]
-	case '{', '[':
-		a.startValue(false)
-		a.depth++
-		if a.depth <= 2 {
-			a.object[a.depth], a.key[a.depth] = c == '{', ""
-		}
-		a.wantKey = c == '{'
-	case '}', ']':
-		a.endValue()
-		a.depth--
-		a.wantKey = false
-	default:
-		if a.target == "" {
-			a.startValue(true)
-		}
-		a.keep(c)
-	}
-}
-
-// startValue notes a value beginning here: the members the scan looks
-// for are kept (scalars) or noted (any value).
-func (a *answerScan) startValue(scalar bool) {
-	switch {
-	case a.depth == 1 && a.object[1]:
-		switch a.key[1] {
-		case "id":
-			a.begin("id", scalar)
-		case "method":
-			a.method = true
-		case "error":
-			a.err = true
-		}
-	case a.depth == 2 && a.object[2] && a.key[1] == "result" && a.key[2] == "isError":
-		a.begin("isError", scalar)
-	case a.depth == 2 && a.object[2] && a.key[1] == "error" && a.key[2] == "code":
-		a.begin("code", scalar)
-	}
-}
-
-func (a *answerScan) begin(target string, scalar bool) {
-	if scalar {
-		a.target, a.value, a.tooLong = target, a.value[:0], false
-	}
-}
-
-func (a *answerScan) keep(c byte) {
-	if a.target == "" {
-		return
-	}
-	if len(a.value) >= maxScanned {
-		a.tooLong = true
-		return
-	}
-	a.value = append(a.value, c)
-}
-
-func (a *answerScan) endValue() {
-	if a.target == "" {
-		return
-	}
-	v := bytes.Clone(a.value)
-	if a.tooLong || !json.Valid(v) {
-		v = nil
-	}
-	switch a.target {
-	case "id":
-		a.id = v
-	case "code":
-		a.code = v
-	case "isError":
-		a.isError = v
-	}
-	a.target = ""
-}
-
-// answerID is the id of the answer read so far, once read whole.
-func (a *answerScan) answerID() (json.RawMessage, bool) {
-	if a.method || !hasID(a.id) {
-		return nil, false
-	}
-	return a.id, true
-}
-
-// summary is a message that stands for the answer read: its id, its
-// error's code or its result's isError, and a text saying the rest was
-// relayed unread (the effect's id cannot be read from it).
-func (a *answerScan) summary(id json.RawMessage, size, maxLine int) []byte {
-	what := "result of " + strconv.Itoa(size) + " bytes, over the " + strconv.Itoa(maxLine) + " that mcp-stdio reads; relayed unread"
-	text, _ := json.Marshal("oncetrace: a " + what)
-	if a.err {
-		code := 0
-		if a.code != nil {
-			code, _ = strconv.Atoi(string(a.code))
-		}
-		msg, _ := json.Marshal("an error answer of " + strconv.Itoa(size) + " bytes, over the " + strconv.Itoa(maxLine) + " that mcp-stdio reads; relayed unread")
-		return []byte(`{"jsonrpc":"2.0","id":` + string(id) + `,"error":{"code":` + strconv.Itoa(code) + `,"message":` + string(msg) + `}}`)
-	}
-	isError := "false"
-	if string(a.isError) == "true" {
-		isError = "true"
-	}
-	return []byte(`{"jsonrpc":"2.0","id":` + string(id) + `,"result":{"isError":` + isError + `,"content":[{"type":"text","text":` + string(text) + `}]}}`)
 }

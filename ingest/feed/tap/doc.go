@@ -11,6 +11,12 @@
 // makes later is still recorded. It reads no flags
 // and no environment, and stores nothing itself: effects go to a Recorder.
 //
+// In MCP mode (Config.MCP, mcp.go) it sits in front of a Streamable HTTP
+// MCP server instead: it tells an mcp.Observer every message each way (a
+// POST's body, each JSON answer, each SSE event as the stream passes),
+// and the observer records tools/calls as attempts and effects and says
+// which faults strike a call.
+//
 // It is a feed (package feed): it must not import the store or web.
 // cmd/oncetrace runs it, alone (oncetrace tap, recording over HTTP) or
 // beside the server (serve --tap, recording through the writer).

@@ -22,6 +22,7 @@ import (
 
 	"github.com/oncetrace/oncetrace/ingest"
 	"github.com/oncetrace/oncetrace/ingest/feed"
+	"github.com/oncetrace/oncetrace/ingest/feed/mcp"
 	"github.com/oncetrace/oncetrace/ingest/feed/sandbox"
 	"github.com/oncetrace/oncetrace/trace"
 )
@@ -138,6 +139,21 @@ type Config struct {
 	// Rand returns a number in [0, 1) to decide whether a fault strikes.
 	Rand   func() float64
 	Logger *slog.Logger
+
+	// MCP, when set, makes the tap a proxy for a Streamable HTTP MCP
+	// server (mcp.go): the observer is told every message and records
+	// each tools/call, its faults strike calls (not requests), and the
+	// fields above that read effects from requests and answers are not
+	// used. Recorder may then be nil: the observer has its own.
+	MCP *mcp.Observer
+	// MaxMessageBytes bounds an MCP message the tap holds to read (a
+	// POST's body, an SSE event); DefaultMaxMessageBytes when zero. A
+	// longer request passes through unread; a longer answer is read as it
+	// streams, for the call it closes.
+	MaxMessageBytes int64
+	// RecorderCounts gives the status endpoint the counters of the
+	// recorder when Recorder is nil (the MCP observer's).
+	RecorderCounts func() feed.Counts
 }
 
 // Tap is the recording proxy, an http.Handler.
@@ -166,6 +182,9 @@ type Tap struct {
 	abandoned int64
 	faults    map[string]int64
 	log       []LogEntry
+	// stateless is the session of an MCP server that names none: its
+	// requests share it.
+	stateless *mcp.Session
 }
 
 // LogEntry is one line of the tap's log of unsafe and faulted requests.
@@ -194,6 +213,8 @@ type LogEntry struct {
 	Late  string `json:"late,omitempty"`
 	Fault string `json:"fault,omitempty"`
 	Error string `json:"error,omitempty"`
+	// Calls are the tools/call requests of an MCP POST: tool#id.
+	Calls string `json:"calls,omitempty"`
 }
 
 // New makes a tap.
@@ -205,8 +226,11 @@ func New(cfg Config) (*Tap, error) {
 	if len(cfg.Provider) > maxProviderBytes || !usableID(cfg.Provider, "") {
 		return nil, fmt.Errorf("tap: provider %q: must be 1 to %d bytes of printable text", cfg.Provider, maxProviderBytes)
 	}
-	if cfg.Recorder == nil {
+	if cfg.Recorder == nil && cfg.MCP == nil {
 		return nil, errors.New("tap: a recorder is required")
+	}
+	if cfg.MaxMessageBytes <= 0 {
+		cfg.MaxMessageBytes = DefaultMaxMessageBytes
 	}
 	if len(cfg.UnsafeMethods) == 0 {
 		cfg.UnsafeMethods = DefaultUnsafeMethods
@@ -325,6 +349,8 @@ type exchange struct {
 	// one does.
 	late               string
 	waiting, abandoned bool
+	// mcp is set in MCP mode.
+	mcp *mcpExchange
 }
 
 type exchangeKey struct{}
@@ -339,6 +365,10 @@ func exchangeOf(ctx context.Context) *exchange {
 func (t *Tap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == StatusPath {
 		t.serveStatus(w, r)
+		return
+	}
+	if t.cfg.MCP != nil {
+		t.serveMCP(w, r)
 		return
 	}
 	// What the tap records of the request's header is read in rewrite,
@@ -432,6 +462,11 @@ func findFault(faults []sandbox.Fault, kind sandbox.FaultKind) (sandbox.Fault, b
 // only what the upstream was sent.
 func (t *Tap) rewrite(pr *httputil.ProxyRequest) {
 	pr.SetURL(t.upstream)
+	if t.cfg.MCP != nil && (pr.In.URL.Path == "/" || pr.In.URL.Path == "" || pr.In.URL.Path == t.upstream.Path) {
+		// The upstream is the MCP endpoint itself: the tap serves it at
+		// its root and at the endpoint's own path.
+		pr.Out.URL.Path, pr.Out.URL.RawPath = t.upstream.Path, t.upstream.RawPath
+	}
 	if t.upstream.RawQuery == "" {
 		pr.Out.URL.RawQuery = pr.In.URL.RawQuery // as sent, even the parts Go would not parse
 	}
@@ -446,7 +481,7 @@ func (t *Tap) rewrite(pr *httputil.ProxyRequest) {
 		return
 	}
 	ex.readForwarded(pr.Out.Header, t.cfg.KeyHeaders)
-	if ex.unsafe && pr.Out.Body != nil {
+	if ex.unsafe && ex.mcp == nil && pr.Out.Body != nil {
 		ex.request = newPrefix(t.cfg.MaxPeekBytes)
 		pr.Out.Body = &peekingBody{rc: pr.Out.Body, p: ex.request}
 	}
@@ -479,6 +514,9 @@ func (t *Tap) modifyResponse(resp *http.Response) error {
 		return nil
 	}
 	ex.answered, ex.status = t.cfg.Now(), resp.StatusCode
+	if ex.mcp != nil {
+		return t.mcpResponse(resp, ex)
+	}
 	ex.replayed = strings.EqualFold(resp.Header.Get("Idempotent-Replayed"), "true")
 	success := resp.StatusCode >= 200 && resp.StatusCode <= 299
 	// As in the sandbox, only a fresh success is lost: a replay from the
@@ -644,6 +682,7 @@ func (t *Tap) handleError(w http.ResponseWriter, r *http.Request, err error) {
 			"upstream_timeout", t.cfg.UpstreamTimeout, "still_waiting", ex != nil && ex.waiting)
 		if ex != nil {
 			t.note(ex, LogEntry{Error: fmt.Sprintf("the upstream did not answer within %s; answered 504%s", t.cfg.UpstreamTimeout, ex.stillWaiting())})
+			t.mcpUnanswered(ex, fmt.Sprintf("the server did not answer within %s; the client was answered 504", t.cfg.UpstreamTimeout))
 		}
 		writeError(w, http.StatusGatewayTimeout, "api_error", "oncetrace tap: the upstream did not answer within %s; it may still act on the request", t.cfg.UpstreamTimeout)
 		return
@@ -652,11 +691,13 @@ func (t *Tap) handleError(w http.ResponseWriter, r *http.Request, err error) {
 		if ex != nil && (ex.unsafe || len(ex.faultNames) > 0) {
 			t.note(ex, LogEntry{Error: "the client left before the upstream answered" + ex.stillWaiting()})
 		}
+		t.mcpUnanswered(ex, "the client went away before the server answered")
 		return // the client left; nobody to answer
 	}
 	t.cfg.Logger.Warn("tap: the upstream did not answer", "provider", t.cfg.Provider, "method", r.Method, "path", r.URL.Path, "err", err)
 	if ex != nil {
 		t.note(ex, LogEntry{Error: "the upstream did not answer: " + err.Error()})
+		t.mcpUnanswered(ex, "the server did not answer: "+err.Error())
 	}
 	writeError(w, http.StatusBadGateway, "api_error", "oncetrace tap: the upstream did not answer: %v", err)
 }
@@ -718,6 +759,9 @@ func (t *Tap) note(ex *exchange, e LogEntry) {
 	e.ExecutionID, e.StepID, e.TraceID, e.SpanID = ex.execution, ex.step, ex.traceID, ex.spanID
 	e.Fault = strings.Join(ex.faultNames, "; ")
 	e.Late = ex.late
+	if ex.mcp != nil {
+		e.Calls = ex.mcp.label()
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.log = append(t.log, e)
@@ -746,6 +790,8 @@ type Status struct {
 	// The recorder's counters: recorded, failed, queued, queue_bytes,
 	// dropped, rejected.
 	feed.Counts
+	// MCP is the MCP observer's counters, in MCP mode.
+	MCP *mcp.Counts `json:"mcp,omitempty"`
 	// Log is the last 200 unsafe or faulted requests, newest last.
 	Log []LogEntry `json:"log"`
 }
@@ -759,7 +805,16 @@ func (t *Tap) Status() Status {
 		s.Faults[k] = v
 	}
 	t.mu.Unlock()
-	s.Counts = t.cfg.Recorder.Counts()
+	switch {
+	case t.cfg.Recorder != nil:
+		s.Counts = t.cfg.Recorder.Counts()
+	case t.cfg.RecorderCounts != nil:
+		s.Counts = t.cfg.RecorderCounts()
+	}
+	if t.cfg.MCP != nil {
+		c := t.cfg.MCP.Counts()
+		s.MCP = &c
+	}
 	return s
 }
 

@@ -127,6 +127,7 @@ func (t *Tap) awaitLate(ex *exchange, answer <-chan upstreamAnswer) {
 		}
 		t.cfg.Logger.Warn("tap: gave up on a late answer", "provider", t.cfg.Provider, "method", ex.method, "path", ex.path, "key", ex.key, "err", a.err)
 		t.note(ex, LogEntry{Error: reason})
+		t.mcpUnanswered(ex, reason)
 		return
 	}
 	defer a.resp.Body.Close()
