@@ -21,8 +21,7 @@
 //   requests.jsonl     events and mail requests in arrival order
 //   client.json        the client's summary
 //   manifest.json      what ran, with which versions
-// (--only mcp, mcp/stdio, mcp/http/keyed, …). A binary without `tap --mcp`
-// skips the HTTP runs, saying so.
+// (--only mcp, mcp/stdio, mcp/http/keyed, …).
 // It checks each run's invariants (see checkRun, checkMCPRun) and fails when
 // one breaks; it writes nothing unless every selected run passed.
 import { spawn, spawnSync } from 'node:child_process';
@@ -368,14 +367,6 @@ function shellQuote(word) {
   return /^[A-Za-z0-9_\/.:=@%+,-]+$/.test(word) ? word : `'${word.replaceAll("'", "'\\''")}'`;
 }
 
-// binHasTapMCP reports whether the oncetrace binary has `tap --mcp` (the
-// Streamable HTTP recording proxy, branch mcp-http until it is merged):
-// without it the MCP fixtures over HTTP are skipped, loudly.
-function binHasTapMCP(bin) {
-  const help = spawnSync(bin, ['tap', '--help'], { encoding: 'utf8' });
-  return /^\s*-mcp\b/m.test(`${help.stdout}${help.stderr}`);
-}
-
 // startLogged spawns a long-running helper of an MCP run with its output
 // in logPath, and returns its stop (SIGTERM, then SIGKILL after 5 s).
 function startLogged(cmd, args, env, logPath) {
@@ -698,14 +689,6 @@ async function main() {
   if (selected.length === 0 && selectedMCP.length === 0) {
     throw new Error(`--only matches nothing; frameworks: ${Object.keys(FRAMEWORKS).join(', ')}; runs: ${RUNS.join(', ')}; or mcp[/${MCP_TRANSPORTS.join('|')}[/${Object.keys(MCP_RUNS).join('|')}]]`);
   }
-  // MCP over HTTP needs `oncetrace tap --mcp`: skipped, loudly, with a
-  // binary that has none, unless asked for by name.
-  const skippedMCP = [];
-  if (selectedMCP.some(([t]) => t === 'http') && !binHasTapMCP(opts.oncetrace)) {
-    if (opts.only.some((o) => o.startsWith('mcp/http'))) throw new Error(`--only ${opts.only.join(' ')}: ${opts.oncetrace} has no tap --mcp (the Streamable HTTP proxy, on branch mcp-http until it is merged)`);
-    skippedMCP.push(...selectedMCP.filter(([t]) => t === 'http').map(([t, r]) => `mcp/${t}/${r}`));
-    selectedMCP.splice(0, selectedMCP.length, ...selectedMCP.filter(([t]) => t !== 'http'));
-  }
 
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'oncetrace-fixtures-'));
   const cleanup = [];
@@ -774,7 +757,6 @@ async function main() {
     // Written only once every run passed: a failure leaves the fixtures as they were.
     for (const r of passed) await r.write();
     console.log(`wrote ${passed.map((r) => r.label).join(', ')} under ${opts.out}`);
-    if (skippedMCP.length > 0) console.log(`!!! SKIPPED ${skippedMCP.join(', ')}: ${opts.oncetrace} has no tap --mcp (branch mcp-http); their committed fixtures stay as they are`);
   } catch (err) {
     failed = true;
     console.error(`run.mjs: ${err.stack || err}`);
