@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/oncetrace/oncetrace/ingest"
@@ -17,8 +18,8 @@ import (
 // The MCP fixtures under ingest/testdata/frameworks/mcp/<transport>/<run>
 // were recorded by `make fixtures` (gen/README.md § MCP fixtures): the
 // official TypeScript SDK's client loop calls the SDK's server through
-// oncetrace's recording proxy for the transport (mcp-stdio; tap --mcp for
-// Streamable HTTP), which loses the answer to the first send_invoice_email
+// oncetrace's recording proxy for the transport (mcp-stdio for stdio, tap
+// --mcp for Streamable HTTP), which loses the answer to the first send_invoice_email
 // (and, keyed, to the first charge_card); the client times out and calls
 // again. What is committed is what the proxy posted to POST
 // /api/v1/events, byte for byte, beside the mail requests the server made
@@ -26,10 +27,8 @@ import (
 
 const mcpFixturesDir = frameworksDir + "/mcp"
 
-// mcpFixtureTransports must each have a naive and a keyed recording. http
-// joins once `make fixtures` records through tap --mcp (its recordings are
-// replayed whenever they are there).
-var mcpFixtureTransports = []string{"stdio"}
+// mcpFixtureTransports must each have a naive and a keyed recording.
+var mcpFixtureTransports = []string{"stdio", "http"}
 
 // The server's tools (gen/agents/mcp/billing.mjs).
 const (
@@ -56,9 +55,11 @@ type mcpFixtureRun struct {
 		ClientName string `json:"client_name"`
 	}
 	requests []mcpFixtureRequest
-	// client is the client's summary: each tools/call it made.
+	// client is the client's summary: its MCP session (HTTP) and each
+	// tools/call it made.
 	client struct {
-		Calls []struct {
+		SessionID string `json:"session_id"`
+		Calls     []struct {
 			Tool    string          `json:"tool"`
 			Outcome string          `json:"outcome"`
 			Meta    json.RawMessage `json:"_meta"`
@@ -226,8 +227,23 @@ func TestMCPFixtures(t *testing.T) {
 			if len(list.Executions) != 1 {
 				t.Fatalf("executions: got %+v, want the MCP session's alone", list.Executions)
 			}
+			// The execution is the MCP session: the Mcp-Session-Id the
+			// server gave the client over HTTP, mcp-stdio's own over stdio.
+			id := list.Executions[0].ID
+			switch r.manifest.Transport {
+			case "http":
+				if id != r.client.SessionID || id == "" {
+					t.Errorf("execution: got %q, want the client's Mcp-Session-Id %q", id, r.client.SessionID)
+				}
+			case "stdio":
+				if !strings.HasPrefix(id, "mcp-") {
+					t.Errorf("execution: got %q, want mcp-stdio's session, mcp-…", id)
+				}
+			default:
+				t.Errorf("manifest transport %q: want stdio or http", r.manifest.Transport)
+			}
 			var x mcpFixtureExecution
-			if err := json.Unmarshal(srv.get(t, "/api/v1/executions/"+list.Executions[0].ID), &x); err != nil {
+			if err := json.Unmarshal(srv.get(t, "/api/v1/executions/"+id), &x); err != nil {
 				t.Fatal(err)
 			}
 			checkMCPFixtureRun(t, r, x)
