@@ -90,7 +90,7 @@ bench-compare:
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o bin/oncetrace ./cmd/oncetrace
 
-## fixtures: regenerate ingest/testdata/frameworks/ by running a small agent on four real agent frameworks (Node 20+ and npm; see its gen/README.md)
+## fixtures: regenerate ingest/testdata/frameworks/ by running a small agent on real agent frameworks and an MCP client and server through mcp-stdio and tap --mcp (Node 20+ and npm; see its gen/README.md)
 # FIXTURES_ONCETRACE names an oncetrace binary to use instead of building one
 # from the tree. When npm ci fails three times and the registry does not
 # answer, the committed fixtures stay and the target says so loudly; any

@@ -1,9 +1,9 @@
 #!/usr/bin/env node
-// Fixture generator: runs billing-agent on four real agent frameworks and
+// Fixture generator: runs billing-agent on real agent frameworks and
 // records exactly what each sends, for ingest's Go tests to replay without
 // Node.
 //
-//   node run.mjs --oncetrace BIN --out DIR [--only FRAMEWORK[/RUN]]...
+//   node run.mjs --oncetrace BIN --out DIR [--only FRAMEWORK[/RUN] | mcp[/TRANSPORT[/RUN]]]...
 //
 // It starts a real `oncetrace serve` (whose sandbox mail API the tool calls),
 // an OTLP recorder, a recording proxy in front of the sandbox and a fake
@@ -12,9 +12,19 @@
 //   otlp-001.pb …   each OTLP export request body, byte for byte
 //   requests.jsonl  OTLP and mail requests in arrival order
 //   manifest.json   what ran, with which package versions
-// It checks each run's invariants (see checkRun) and fails when one breaks;
-// it writes nothing unless every selected run passed.
-import { spawn } from 'node:child_process';
+// It also runs the MCP fixtures (lib/mcp-fixture.mjs): billing-agent's MCP
+// client (agents/mcp/client.mjs) against the MCP server (agents/mcp/server.mjs)
+// through `oncetrace mcp-stdio` and `oncetrace tap --mcp`, naive and keyed,
+// with the proxy's recordings going through an events proxy in front of
+// `oncetrace serve`, and writes DIR/mcp/<transport>/<run>/:
+//   events-001.json …  each POST /api/v1/events body the proxy sent
+//   requests.jsonl     events and mail requests in arrival order
+//   client.json        the client's summary
+//   manifest.json      what ran, with which versions
+// (--only mcp, mcp/stdio, mcp/http/keyed, …).
+// It checks each run's invariants (see checkRun, checkMCPRun) and fails when
+// one breaks; it writes nothing unless every selected run passed.
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
@@ -25,6 +35,7 @@ import { startFakeOpenAI } from './lib/fake-openai.mjs';
 import { startFakeGemini } from './lib/fake-gemini.mjs';
 import { decodeTraces, SPAN_KIND } from './lib/otlp-decode.mjs';
 import { AGENT_NAME, TOOL_NAME, TOOL_ARGS, idempotencyKey } from './lib/tool.mjs';
+import { MCP_PACKAGES, MCP_PROVIDER, MCP_RUNS, MCP_TRANSPORTS, checkMCPRun, clientArgs, recordedEvents, summarizeMCP, writeMCPRun } from './lib/mcp-fixture.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const RUNS = ['naive', 'keyed'];
@@ -141,6 +152,8 @@ const FRAMEWORKS = {
 };
 const RUN_TIMEOUT_MS = 60_000;
 
+const USAGE = 'node run.mjs --oncetrace BIN --out DIR [--only FRAMEWORK[/RUN] | mcp[/TRANSPORT[/RUN]]]...';
+
 function parseArgs(argv) {
   const o = { only: [] };
   for (let i = 0; i < argv.length; i++) {
@@ -152,9 +165,9 @@ function parseArgs(argv) {
     if (a === '--oncetrace') o.oncetrace = path.resolve(val());
     else if (a === '--out') o.out = path.resolve(val());
     else if (a === '--only') o.only.push(val());
-    else throw new Error(`unknown argument ${a}; usage: node run.mjs --oncetrace BIN --out DIR [--only FRAMEWORK[/RUN]]`);
+    else throw new Error(`unknown argument ${a}; usage: ${USAGE}`);
   }
-  if (!o.oncetrace || !o.out) throw new Error('usage: node run.mjs --oncetrace BIN --out DIR [--only FRAMEWORK[/RUN]]');
+  if (!o.oncetrace || !o.out) throw new Error(`usage: ${USAGE}`);
   return o;
 }
 
@@ -263,21 +276,25 @@ async function startOTLPRecorder() {
   return { url: `http://127.0.0.1:${server.address().port}`, close: () => new Promise((r) => server.close(r)) };
 }
 
-// startMailProxy forwards every request to the sandbox unchanged (method,
-// path, headers, body) and records it with the answer's status, or
-// "aborted" when the client gave up first; then it aborts the upstream
-// request too, as the client's own disconnect would have.
-async function startMailProxy(upstream) {
+// startRecordingProxy forwards every request to upstream unchanged (method,
+// path, headers, body) and records those `records` picks as entries of
+// `kind`, with the answer's status, or "aborted" when the client gave up
+// first; then it aborts the upstream request too, as the client's own
+// disconnect would have. The mail proxy records every request to the
+// sandbox; the events proxy (MCP runs) the proxy's POST /api/v1/events and
+// passes the rest (its /healthz probes) through unrecorded.
+async function startRecordingProxy(upstream, kind, records = () => true) {
   const up = new URL(upstream);
   const server = http.createServer((req, res) => {
-    const cap = capture;
-    const entry = { seq: 0, kind: 'mail', at_ms: Date.now(), method: req.method, path: req.url, headers: { ...req.headers }, body: '', status: null, end_ms: null, response_body: '' };
+    const recorded = records(req);
+    const cap = recorded ? capture : null;
+    const entry = { seq: 0, kind, at_ms: Date.now(), method: req.method, path: req.url, headers: { ...req.headers }, body: '', raw: null, status: null, end_ms: null, response_body: '' };
     if (cap) {
       entry.seq = ++cap.seq;
       cap.entries.push(entry);
       cap.pending.add(entry);
-    } else {
-      console.error(`mail proxy: ${req.method} ${req.url} outside a run, not recorded`);
+    } else if (recorded) {
+      console.error(`${kind} proxy: ${req.method} ${req.url} outside a run, not recorded`);
     }
     const done = (status) => {
       if (entry.status !== null) return;
@@ -296,6 +313,7 @@ async function startMailProxy(upstream) {
     req.on('data', (c) => chunks.push(c));
     req.on('end', () => {
       const body = Buffer.concat(chunks);
+      entry.raw = body;
       entry.body = body.toString('utf8');
       if (entry.status !== null) return; // the client left while sending
       upstreamReq = http.request({ host: up.hostname, port: up.port, method: req.method, path: req.url, headers: req.headers }, (upRes) => {
@@ -322,11 +340,14 @@ async function startMailProxy(upstream) {
   return { url: `http://127.0.0.1:${server.address().port}`, close: () => new Promise((r) => { server.closeAllConnections?.(); server.close(r); }) };
 }
 
-function runChild(script, env, label) {
+// runChild runs a Node script with args and resolves with its output: `out`
+// both streams as they came, `stdout` its stdout alone.
+function runChild(script, env, label, args = []) {
   return new Promise((resolve, reject) => {
-    const child = track(spawn(process.execPath, [path.join(HERE, script)], { cwd: HERE, env, stdio: ['ignore', 'pipe', 'pipe'] }));
+    const child = track(spawn(process.execPath, [path.join(HERE, script), ...args], { cwd: HERE, env, stdio: ['ignore', 'pipe', 'pipe'] }));
     let out = '';
-    child.stdout.on('data', (c) => { out += c; });
+    let stdout = '';
+    child.stdout.on('data', (c) => { out += c; stdout += c; });
     child.stderr.on('data', (c) => { out += c; });
     const timer = setTimeout(() => {
       out += `\n[run.mjs: killed after ${RUN_TIMEOUT_MS / 1000} s]`;
@@ -335,10 +356,124 @@ function runChild(script, env, label) {
     child.on('error', (err) => { clearTimeout(timer); reject(err); });
     child.on('exit', (code, signal) => {
       clearTimeout(timer);
-      if (code === 0) resolve(out);
+      if (code === 0) resolve({ out, stdout });
       else reject(new Error(`${label}: the agent exited with ${signal ?? code}:\n${out}`));
     });
   });
+}
+
+// shellQuote quotes a word for client.mjs's --stdio command line.
+function shellQuote(word) {
+  return /^[A-Za-z0-9_\/.:=@%+,-]+$/.test(word) ? word : `'${word.replaceAll("'", "'\\''")}'`;
+}
+
+// startLogged spawns a long-running helper of an MCP run with its output
+// in logPath, and returns its stop (SIGTERM, then SIGKILL after 5 s).
+function startLogged(cmd, args, env, logPath) {
+  const log = fs.openSync(logPath, 'a');
+  const child = track(spawn(cmd, args, { cwd: HERE, env, stdio: ['ignore', 'pipe', log] }));
+  let exited = null;
+  child.on('exit', (code, signal) => { exited = { code, signal }; });
+  child.on('error', (err) => { exited = { err }; });
+  return {
+    child,
+    exited: () => exited,
+    stop: () => new Promise((resolve) => {
+      if (exited) return resolve();
+      child.once('exit', resolve);
+      process.kill(child.pid, 'SIGTERM');
+      setTimeout(() => { if (!exited) process.kill(child.pid, 'SIGKILL'); }, 5000).unref();
+    }),
+  };
+}
+
+// startMCPHTTPServer runs server.mjs over Streamable HTTP on a free port
+// and resolves with its endpoint, the first line it prints.
+async function startMCPHTTPServer(env, mailURL, logPath) {
+  const server = startLogged(process.execPath, [path.join(HERE, 'agents/mcp/server.mjs'), '--http', '127.0.0.1:0', '--mail', mailURL], env, logPath);
+  const url = await new Promise((resolve, reject) => {
+    let out = '';
+    const timer = setTimeout(() => reject(new Error(`server.mjs --http printed no endpoint within 30 s: ${out}`)), 30_000);
+    server.child.stdout.on('data', (c) => {
+      out += c;
+      const nl = out.indexOf('\n');
+      if (nl < 0) return;
+      clearTimeout(timer);
+      try {
+        resolve(JSON.parse(out.slice(0, nl)).url);
+      } catch (err) {
+        reject(new Error(`server.mjs --http: its first line is not {"url"}: ${out}`));
+      }
+    });
+    server.child.on('exit', (code) => { clearTimeout(timer); reject(new Error(`server.mjs --http exited with ${code} before printing its endpoint; see ${logPath}`)); });
+  });
+  server.child.stdout.resume();
+  return { url, stop: server.stop };
+}
+
+// startTapMCP runs `oncetrace tap --mcp` in front of upstream (the MCP
+// endpoint) on a free port, recording into eventsURL, and resolves once it
+// accepts connections, with the endpoint the client speaks to.
+async function startTapMCP(bin, upstream, eventsURL, queueDir, env, logPath) {
+  const port = await freePort();
+  const tap = startLogged(bin, ['tap', '--mcp', '--upstream', upstream, '--provider', MCP_PROVIDER, '--listen', `127.0.0.1:${port}`,
+    '--server', eventsURL, '--queue-dir', queueDir], env, logPath);
+  tap.child.stdout.resume();
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    if (tap.exited()) throw new Error(`oncetrace tap --mcp exited (${JSON.stringify(tap.exited())}):\n${fs.readFileSync(logPath, 'utf8')}`);
+    const up = await new Promise((resolve) => {
+      const c = net.connect(port, '127.0.0.1', () => { c.destroy(); resolve(true); });
+      c.on('error', () => resolve(false));
+    });
+    if (up) break;
+    if (Date.now() > deadline) throw new Error(`oncetrace tap --mcp: 127.0.0.1:${port} did not accept within 30 s:\n${fs.readFileSync(logPath, 'utf8')}`);
+    await sleep(100);
+  }
+  return { url: `http://127.0.0.1:${port}${new URL(upstream).pathname}`, stop: tap.stop };
+}
+
+// runMCP runs one MCP fixture run: server.mjs behind the transport's
+// recording proxy (recording into the events proxy), client.mjs in front,
+// with the run's mode and faults. It resolves once the proxy has recorded
+// an attempt for every tools/call the client made, with the client's
+// summary and output.
+async function runMCP(bin, transport, run, urls, tmp, label) {
+  const env = childEnv(urls, run);
+  const mailURL = `${urls.mail}/sandbox/mail/v1/send`;
+  const work = path.join(tmp, 'mcp', transport, run);
+  fs.mkdirSync(work, { recursive: true });
+  const queueDir = path.join(work, 'queue');
+  const stops = [];
+  let target;
+  try {
+    if (transport === 'stdio') {
+      // The client launches mcp-stdio in the server's place, as a
+      // Claude-Desktop-style configuration would (docs/mcp.md).
+      const cmd = [bin, 'mcp-stdio', '--provider', MCP_PROVIDER, '--server', urls.events, '--queue-dir', queueDir,
+        '--', process.execPath, path.join(HERE, 'agents/mcp/server.mjs'), '--stdio', '--mail', mailURL];
+      target = ['--stdio', cmd.map(shellQuote).join(' ')];
+    } else {
+      const server = await startMCPHTTPServer(env, mailURL, path.join(work, 'server.log'));
+      stops.push(server.stop);
+      const tap = await startTapMCP(bin, server.url, urls.events, queueDir, env, path.join(work, 'tap.log'));
+      stops.push(tap.stop);
+      target = ['--http', tap.url];
+    }
+    const { out, stdout } = await runChild('agents/mcp/client.mjs', env, label, [...target, ...clientArgs(run)]);
+    const summary = JSON.parse(stdout.trim().split('\n').at(-1));
+    // The proxy records a call when its answer comes (or the session
+    // ends) and posts beside the relay; the tap also records what it
+    // still holds as it stops, before the server does. Then wait for
+    // every call's attempt.
+    for (const stop of stops.splice(0).reverse()) await stop();
+    const deadline = Date.now() + 20_000;
+    const recorded = () => recordedEvents(capture).filter((e) => e.type === 'attempt').length;
+    while ((recorded() < summary.calls_made || capture.pending.size > 0) && Date.now() < deadline) await sleep(100);
+    return { summary, out };
+  } finally {
+    for (const stop of stops.reverse()) await stop();
+  }
 }
 
 function childEnv(urls, run) {
@@ -361,6 +496,15 @@ function childEnv(urls, run) {
     NODE_ENV: 'production',
     MASTRA_TELEMETRY_DISABLED: '1',
   };
+}
+
+// oncetraceVersion is the binary's version line and the commit of the
+// tree run.mjs is in (the binary knows its own only when `make build`
+// stamped it).
+function oncetraceVersion(bin) {
+  const version = spawnSync(bin, ['version'], { encoding: 'utf8' }).stdout?.split('\n')[0] ?? null;
+  const commit = spawnSync('git', ['-C', HERE, 'describe', '--always', '--dirty', '--abbrev=12'], { encoding: 'utf8' }).stdout?.trim() || null;
+  return { version, commit };
 }
 
 function packageVersions({ packages, nested = [] }) {
@@ -535,7 +679,16 @@ async function main() {
       if (opts.only.length === 0 || opts.only.some((o) => o === fw || o === `${fw}/${run}`)) selected.push([fw, run]);
     }
   }
-  if (selected.length === 0) throw new Error(`--only matches nothing; frameworks: ${Object.keys(FRAMEWORKS).join(', ')}; runs: ${RUNS.join(', ')}`);
+  // MCP runs: --only mcp, mcp/TRANSPORT or mcp/TRANSPORT/RUN.
+  const selectedMCP = [];
+  for (const transport of MCP_TRANSPORTS) {
+    for (const run of Object.keys(MCP_RUNS)) {
+      if (opts.only.length === 0 || opts.only.some((o) => ['mcp', `mcp/${transport}`, `mcp/${transport}/${run}`].includes(o))) selectedMCP.push([transport, run]);
+    }
+  }
+  if (selected.length === 0 && selectedMCP.length === 0) {
+    throw new Error(`--only matches nothing; frameworks: ${Object.keys(FRAMEWORKS).join(', ')}; runs: ${RUNS.join(', ')}; or mcp[/${MCP_TRANSPORTS.join('|')}[/${Object.keys(MCP_RUNS).join('|')}]]`);
+  }
 
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'oncetrace-fixtures-'));
   const cleanup = [];
@@ -547,14 +700,17 @@ async function main() {
     cleanup.push(oncetrace.stop);
     const recorder = await startOTLPRecorder();
     cleanup.push(recorder.close);
-    const mail = await startMailProxy(oncetrace.url);
+    const mail = await startRecordingProxy(oncetrace.url, 'mail');
     cleanup.push(mail.close);
     const openai = await startFakeOpenAI({ label: () => label });
     cleanup.push(openai.close);
     const gemini = await startFakeGemini({ label: () => label });
     cleanup.push(gemini.close);
-    const urls = { otlp: recorder.url, mail: mail.url, openai: openai.url, gemini: gemini.url };
-    console.log(`oncetrace ${oncetrace.url}, OTLP recorder ${recorder.url}, mail proxy ${mail.url}, fake OpenAI ${openai.url}, fake Gemini ${gemini.url}`);
+    // The MCP proxies post their recordings through this one.
+    const events = await startRecordingProxy(oncetrace.url, 'events', (req) => req.method === 'POST' && new URL(req.url, 'http://x').pathname === '/api/v1/events');
+    cleanup.push(events.close);
+    const urls = { otlp: recorder.url, mail: mail.url, openai: openai.url, gemini: gemini.url, events: events.url };
+    console.log(`oncetrace ${oncetrace.url}, OTLP recorder ${recorder.url}, mail proxy ${mail.url}, events proxy ${events.url}, fake OpenAI ${openai.url}, fake Gemini ${gemini.url}`);
     const modelCallsSoFar = () => [...openai.calls, ...gemini.calls].sort((a, b) => a.at_ms - b.at_ms);
 
     for (const [fw, run] of selected) {
@@ -562,7 +718,7 @@ async function main() {
       const started = Date.now();
       capture = newCapture(fw, run);
       const callsBefore = new Set(modelCallsSoFar());
-      const out = await runChild(FRAMEWORKS[fw].script, { ...childEnv(urls, run), ...FRAMEWORKS[fw].env }, label);
+      const { out } = await runChild(FRAMEWORKS[fw].script, { ...childEnv(urls, run), ...FRAMEWORKS[fw].env }, label);
       // The child has flushed and exited; its requests are answered, bar
       // a proxy still noticing a disconnect.
       for (let i = 0; i < 50 && capture.pending.size > 0; i++) await sleep(100);
@@ -578,11 +734,29 @@ async function main() {
         await writeRun(path.join(tmp, 'failed'), cap, facts, {}, modelCalls);
         throw new Error(`${label}: the recorded run is not what the fixtures need:\n  - ${facts.problems.join('\n  - ')}\nagent output:\n${out}`);
       }
-      passed.push([cap, facts, packageVersions(FRAMEWORKS[fw]), modelCalls]);
+      const packages = packageVersions(FRAMEWORKS[fw]);
+      passed.push({ label, write: () => writeRun(opts.out, cap, facts, packages, modelCalls) });
+    }
+    const mcpExtra = selectedMCP.length > 0 ? { packages: packageVersions({ packages: MCP_PACKAGES }), oncetrace: oncetraceVersion(opts.oncetrace), node: process.version } : null;
+    for (const [transport, run] of selectedMCP) {
+      label = `mcp/${transport}/${run}`;
+      const started = Date.now();
+      capture = { ...newCapture('mcp', run), transport };
+      const { summary, out } = await runMCP(opts.oncetrace, transport, run, urls, tmp, label);
+      const cap = capture;
+      capture = null;
+      if (cap.pending.size > 0) throw new Error(`${label}: ${cap.pending.size} requests still open after the run`);
+      const { problems, facts } = checkMCPRun(cap, summary);
+      console.log(`${label}: ${((Date.now() - started) / 1000).toFixed(1)} s\n${summarizeMCP(facts)}`);
+      if (problems.length > 0) {
+        writeMCPRun(path.join(tmp, 'failed'), cap, summary, facts, mcpExtra);
+        throw new Error(`${label}: the recorded run is not what the fixtures need:\n  - ${problems.join('\n  - ')}\nclient and proxy output:\n${out}`);
+      }
+      passed.push({ label, write: () => writeMCPRun(opts.out, cap, summary, facts, mcpExtra) });
     }
     // Written only once every run passed: a failure leaves the fixtures as they were.
-    for (const r of passed) await writeRun(opts.out, ...r);
-    console.log(`wrote ${passed.map(([c]) => `${c.framework}/${c.run}`).join(', ')} under ${opts.out}`);
+    for (const r of passed) await r.write();
+    console.log(`wrote ${passed.map((r) => r.label).join(', ')} under ${opts.out}`);
   } catch (err) {
     failed = true;
     console.error(`run.mjs: ${err.stack || err}`);
