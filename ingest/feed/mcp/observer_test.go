@@ -367,8 +367,9 @@ func TestCancelledCalls(t *testing.T) {
 	wait(t, o)
 
 	executions, attempts, effects := rec.ofType("execution"), rec.ofType("attempt"), rec.ofType("effect")
-	if len(executions) != 1 || executions[0]["name"] != "go-agent" || !strings.HasPrefix(fmt.Sprint(executions[0]["execution_id"]), "mcp-") {
-		t.Errorf("executions: got %v, want one made-up session named go-agent", executions)
+	if len(executions) != 2 || executions[0]["name"] != "go-agent" || !strings.HasPrefix(fmt.Sprint(executions[0]["execution_id"]), "mcp-") ||
+		executions[1]["execution_id"] != executions[0]["execution_id"] || executions[1]["status"] != "completed" || executions[1]["ended_at"] == nil {
+		t.Errorf("executions: got %v, want one made-up session named go-agent, running, then completed when it closed", executions)
 	}
 	if len(attempts) != 2 {
 		t.Fatalf("attempts: got %d, want 2 (server/discover is none)", len(attempts))

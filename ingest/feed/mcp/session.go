@@ -327,12 +327,20 @@ func (s *Session) Unanswered(id json.RawMessage, why string) {
 	}
 }
 
-// Close records every call still awaiting an answer as unanswered.
+// Close records every call still awaiting an answer as unanswered, and
+// the session's execution, when it has one, as completed: the session
+// ended (the client's DELETE, the stdio server's end).
 func (s *Session) Close() {
 	o := s.o
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	now := o.cfg.Now()
+	defer func() {
+		if s.announced {
+			o.record([]json.RawMessage{marshal(map[string]any{"type": "execution", "id": s.eventID("end"), "execution_id": s.id,
+				"status": "completed", "ended_at": stamp(now)})}, 0, 0)
+		}
+	}()
 	for _, key := range s.order {
 		pc := s.pending[key]
 		switch {

@@ -72,8 +72,19 @@ func TestMCPPassthrough(t *testing.T) {
 					t.Errorf("attempt: got %v, want of execution sess-1 (the session the server named), provider invoices", a)
 				}
 			}
-			if ex := log.ofType("execution"); len(ex) != 1 || ex[0]["name"] != "billing-agent" {
-				t.Errorf("executions: got %v, want one named after the client", ex)
+			// Named after the client, and completed by the client's DELETE
+			// (recorded off the stream's path: in either order).
+			var named, completed bool
+			var ex []map[string]any
+			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && !(named && completed); time.Sleep(10 * time.Millisecond) {
+				ex, named, completed = log.ofType("execution"), false, false
+				for _, e := range ex {
+					named = named || e["execution_id"] == "sess-1" && e["name"] == "billing-agent"
+					completed = completed || e["execution_id"] == "sess-1" && e["status"] == "completed"
+				}
+			}
+			if len(ex) != 2 || !named || !completed {
+				t.Errorf("executions: got %v, want sess-1 named after the client, and completed", ex)
 			}
 			if e := log.ofType("effect"); len(e) != 1 || e[0]["effect_id"] != "msg_1" {
 				t.Errorf("effects: got %v, want msg_1 (the read is none)", e)
