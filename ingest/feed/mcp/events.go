@@ -1,7 +1,6 @@
 package mcp
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -138,38 +137,11 @@ func parsePointer(p string) ([]string, error) {
 	return parts, nil
 }
 
-// lookupPointer is the string or number at ptr in doc.
+// lookupPointer is the string or number at ptr in doc; an empty string
+// is no id.
 func lookupPointer(doc json.RawMessage, ptr []string) (string, bool) {
-	if len(doc) == 0 {
-		return "", false
-	}
-	dec := json.NewDecoder(bytes.NewReader(doc))
-	dec.UseNumber()
-	var v any
-	if dec.Decode(&v) != nil {
-		return "", false
-	}
-	for _, t := range ptr {
-		switch x := v.(type) {
-		case map[string]any:
-			v = x[t]
-		case []any:
-			i, err := strconv.Atoi(t)
-			if err != nil || i < 0 || i >= len(x) {
-				return "", false
-			}
-			v = x[i]
-		default:
-			return "", false
-		}
-	}
-	switch x := v.(type) {
-	case string:
-		return x, x != ""
-	case json.Number:
-		return x.String(), true
-	}
-	return "", false
+	v, ok := feed.JSONValueAt(doc, ptr)
+	return v, ok && v != ""
 }
 
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }

@@ -4,14 +4,14 @@ import (
 	"bytes"
 	"compress/gzip"
 	"compress/zlib"
-	"encoding/json"
 	"io"
 	"mime"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/oncetrace/oncetrace/ingest/feed"
 )
 
 // prefix keeps the first limit bytes of a stream read through it and
@@ -170,31 +170,5 @@ func field(contentType string, data []byte, path string) (string, bool) {
 		}
 		return form.Get(path), true
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var v any
-	if dec.Decode(&v) != nil {
-		return "", false
-	}
-	for _, seg := range strings.Split(path, ".") {
-		switch x := v.(type) {
-		case map[string]any:
-			v = x[seg]
-		case []any:
-			i, err := strconv.Atoi(seg)
-			if err != nil || i < 0 || i >= len(x) {
-				return "", false
-			}
-			v = x[i]
-		default:
-			return "", false
-		}
-	}
-	switch x := v.(type) {
-	case string:
-		return x, true
-	case json.Number:
-		return x.String(), true
-	}
-	return "", false
+	return feed.JSONValueAt(data, strings.Split(path, "."))
 }
