@@ -229,8 +229,18 @@ func browserWait(t *testing.T, ctx context.Context, what, expr string) {
 	t.Helper()
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if _, err := chromedp.Run(sctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(10*time.Second))); err != nil {
-		t.Fatalf("waiting for %s (%s): %v", what, expr, err)
+	for {
+		_, err := chromedp.Run(sctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(10*time.Second)))
+		// A page that navigates while it is polled (a form that submits
+		// itself) takes the poll's execution context with it: poll the
+		// new page.
+		if err != nil && strings.Contains(err.Error(), "Cannot find context with specified id") && sctx.Err() == nil {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("waiting for %s (%s): %v", what, expr, err)
+		}
+		return
 	}
 }
 
