@@ -40,6 +40,11 @@ type DB struct {
 
 	pruneStats pruneCounters // prune.go
 	conflicts  atomic.Int64  // health.go
+
+	// pairedReads admits the reads that hold two read connections at
+	// once (ReadExecution's second snapshot): at most half the pool, so
+	// that those waiting for their second can never hold every one.
+	pairedReads chan struct{}
 }
 
 // ErrNoDatabase is returned when opening a database that must exist finds
@@ -61,7 +66,8 @@ func New(ctx context.Context, e Engine) (*DB, error) {
 			d.cache.Store(q, q)
 		}
 	}
-	db := &DB{Path: e.Target(), engine: e, d: d, write: pool{write, d}, read: pool{read, d}, prepared: map[string]*sql.Stmt{}}
+	db := &DB{Path: e.Target(), engine: e, d: d, write: pool{write, d}, read: pool{read, d}, prepared: map[string]*sql.Stmt{},
+		pairedReads: make(chan struct{}, read.Stats().MaxOpenConnections/2)}
 	if err := e.Prepare(ctx, write); err != nil {
 		db.Close()
 		return nil, err

@@ -81,11 +81,21 @@ type OrphanWindow struct {
 
 // ReadExecution reads an execution, its findings, its effects' states and,
 // when orphans asks for some once it has seen the run and its findings,
-// orphan effects near it, and the change token of what it read: one read
-// transaction, at most nine queries however many steps, attempts and
-// effects it has.
+// orphan effects near it, and the change token of what it read: one
+// snapshot, at most ten queries however many steps, attempts and effects
+// it has. When a second read connection is free and sees the same state
+// (the same change token: every commit changes it), the run's effects, key
+// peers and findings are read on it while the first reads the attempts,
+// which are most of a big execution's time.
 func (db *DB) ReadExecution(ctx context.Context, id string, orphans func(trace.Run, []trace.Finding) OrphanWindow) (ExecutionRead, error) {
 	var r ExecutionRead
+	paired := false
+	select {
+	case db.pairedReads <- struct{}{}:
+		paired = true
+		defer func() { <-db.pairedReads }()
+	default:
+	}
 	err := db.inReadTx(ctx, func(tx querier) error {
 		// First, so that the snapshot is taken by it (SQLite's starts at
 		// the first statement).
@@ -98,14 +108,25 @@ func (db *DB) ReadExecution(ctx context.Context, id string, orphans func(trace.R
 			return err
 		}
 		var states map[trace.EffectRef]trace.MatchState
-		if r.Run, states, err = loadRunStates(ctx, tx, id, fed); err != nil {
-			return err
-		}
-		if testHookAfterRunRead != nil {
-			testHookAfterRunRead()
-		}
-		if r.Findings, _, err = findings(ctx, tx, FindingFilter{ExecutionID: id}); err != nil {
-			return err
+		if beside, done := db.sameSnapshot(ctx, paired, r.Token); beside != nil {
+			defer done()
+			r.Run, states, r.Findings, err = loadRunBeside(ctx, tx, beside, id, fed)
+			if err != nil {
+				return err
+			}
+			if testHookAfterRunRead != nil {
+				testHookAfterRunRead()
+			}
+		} else {
+			if r.Run, states, err = loadRunStates(ctx, tx, id, fed); err != nil {
+				return err
+			}
+			if testHookAfterRunRead != nil {
+				testHookAfterRunRead()
+			}
+			if r.Findings, _, err = findings(ctx, tx, FindingFilter{ExecutionID: id}); err != nil {
+				return err
+			}
 		}
 		// The states of the run's own effects, read with them.
 		r.States = make(map[trace.EffectRef]trace.MatchState, len(r.Run.Effects))
@@ -123,6 +144,25 @@ func (db *DB) ReadExecution(ctx context.Context, id string, orphans func(trace.R
 		return err
 	})
 	return r, err
+}
+
+// sameSnapshot begins a second read transaction for a read admitted to
+// hold two (paired) and keeps it only when it sees the state token names;
+// otherwise, or when it cannot begin, the caller reads alone.
+func (db *DB) sameSnapshot(ctx context.Context, paired bool, token ChangeToken) (querier, func()) {
+	if !paired {
+		return nil, nil
+	}
+	tx, err := db.read.DB.BeginTx(ctx, db.engine.ReadTx())
+	if err != nil {
+		return nil, nil
+	}
+	q := readTx{tx: tx, d: db.d}
+	if seen, err := changeToken(ctx, q); err != nil || seen != token {
+		tx.Rollback()
+		return nil, nil
+	}
+	return q, func() { tx.Rollback() } // it only read
 }
 
 // KeyRead is everything that carried one idempotency key.

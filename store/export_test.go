@@ -62,3 +62,7 @@ func Written(db *DB, query string) string { return db.d.operations.Replace(query
 
 // Rebind is a query of the store as db's engine runs it.
 func Rebind(db *DB, query string) string { return db.engine.Rebind(Written(db, query)) }
+
+// SetPairedReads lets at most n of db's reads hold two read connections
+// at once (ReadExecution's second snapshot); 0 makes every read read alone.
+func SetPairedReads(db *DB, n int) { db.pairedReads = make(chan struct{}, n) }

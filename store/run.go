@@ -160,6 +160,99 @@ func loadRunsStates(ctx context.Context, q querier, ids []string, fed map[string
 	return runs, states, nil
 }
 
+// loadRunBeside is loadRunStates and the run's findings, read on two
+// transactions of one snapshot at once: q reads the execution, its
+// attempts and spans; beside, meanwhile, its effects, key peers and
+// findings, finding the run's keys and traces by subqueries of the same
+// rows rather than from the attempts read (runTerms).
+func loadRunBeside(ctx context.Context, q, beside querier, id string, fed map[string]bool) (trace.Run, map[trace.EffectRef]trace.MatchState, []trace.Finding, error) {
+	type besideRead struct {
+		effects  []trace.Effect
+		states   map[trace.EffectRef]trace.MatchState
+		peers    []trace.Attempt
+		findings []trace.Finding
+		err      error
+	}
+	done := make(chan besideRead, 1)
+	go func() {
+		var b besideRead
+		if b.effects, b.states, b.err = loadEffectsOfRun(ctx, beside, id); b.err == nil {
+			if b.peers, b.err = loadPeersOfRun(ctx, beside, id); b.err == nil {
+				b.findings, _, b.err = findings(ctx, beside, FindingFilter{ExecutionID: id})
+			}
+		}
+		done <- b
+	}()
+	run, attempts, spans, err := loadRunAlone(ctx, q, id, fed)
+	b := <-done // beside's transaction is used by nothing else once it is back
+	if err != nil {
+		return run, nil, nil, err
+	}
+	if b.err != nil {
+		return run, nil, nil, b.err
+	}
+	run = assembleRun(run, attempts, spans, b.effects, b.peers, attemptKeys(attempts), runTraces(id, attempts, spans))
+	return run, b.states, b.findings, nil
+}
+
+// loadRunAlone reads one execution's row, attempts and spans.
+func loadRunAlone(ctx context.Context, q querier, id string, fed map[string]bool) (trace.Run, []trace.Attempt, []trace.Span, error) {
+	runs, expect, err := loadExecutionRows(ctx, q, []string{id}, fed)
+	if err != nil {
+		return trace.Run{FedProviders: fed}, nil, nil, err
+	}
+	run, ok := runs[id]
+	if !ok {
+		return trace.Run{FedProviders: fed}, nil, nil, ErrNotFound
+	}
+	_, attempts, err := loadRunAttempts(ctx, q, []string{id}, expect)
+	if err != nil {
+		return run, nil, nil, err
+	}
+	spans, err := loadRunSpans(ctx, q, []string{id})
+	if err != nil {
+		return run, nil, nil, err
+	}
+	return run, attempts[id], spans[id], nil
+}
+
+// runKeysSQL and runTracesSQL are, for the execution a query names in its
+// parameter of that place, attemptKeys and runTraces as subqueries.
+const (
+	runKeysSQL   = `(SELECT idempotency_key FROM attempts WHERE execution_id = ? AND ` + keyed + `)`
+	runTracesSQL = `(SELECT CAST(? AS TEXT) UNION SELECT trace_id FROM attempts WHERE execution_id = ? AND trace_id != ''
+		UNION SELECT trace_id FROM spans WHERE execution_id = ?)`
+)
+
+// loadEffectsOfRun is loadRunEffects of one run, its terms read by
+// subqueries. An effect naming the run is read by the first part only.
+func loadEffectsOfRun(ctx context.Context, q querier, id string) ([]trace.Effect, map[trace.EffectRef]trace.MatchState, error) {
+	rows, err := q.QueryContext(ctx, `SELECT `+effectColumns+`, state FROM effects WHERE execution_id = ?
+		UNION ALL SELECT `+effectColumns+`, state FROM effects WHERE idempotency_key IN `+runKeysSQL+` AND `+keyed+` AND execution_id != ?
+		UNION ALL SELECT `+effectColumns+`, state FROM effects WHERE trace_id IN `+runTracesSQL+` AND execution_id != ?
+		UNION ALL SELECT `+effectColumns+`, state FROM effects WHERE joined_execution_id = ? AND joined_execution_id != '' AND execution_id != ?
+		ORDER BY at NULLS FIRST, provider, effect_id`,
+		id, id, id, id, id, id, id, id, id)
+	if err != nil {
+		return nil, nil, fmt.Errorf("store: load effects: %w", err)
+	}
+	return scanRunEffects(rows)
+}
+
+// loadPeersOfRun is loadRunPeers of one run, its keys read by a subquery.
+func loadPeersOfRun(ctx context.Context, q querier, id string) ([]trace.Attempt, error) {
+	rows, err := q.QueryContext(ctx, `SELECT `+attemptColumns+` FROM attempts
+		WHERE idempotency_key IN `+runKeysSQL+` AND `+keyed+` AND execution_id != ? ORDER BY execution_id, step_id, attempt`, id, id)
+	if err != nil {
+		return nil, fmt.Errorf("store: load key peers: %w", err)
+	}
+	peers, err := scanAttempts(rows)
+	if err != nil {
+		return nil, fmt.Errorf("store: load key peers: %w", err)
+	}
+	return peers, nil
+}
+
 // loadExecutionRows reads the executions' rows, as runs of nothing else,
 // and the number of attempts they count.
 func loadExecutionRows(ctx context.Context, q querier, ids []string, fed map[string]bool) (map[string]trace.Run, int, error) {
@@ -271,6 +364,13 @@ func loadRunEffects(ctx context.Context, q querier, found []string, terms runTer
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: load effects: %w", err)
 	}
+	return scanRunEffects(rows)
+}
+
+// scanRunEffects reads effects and their states sorted by time, provider
+// and id, keeping one of each run of copies (an effect several parts of a
+// UNION ALL found).
+func scanRunEffects(rows *sql.Rows) ([]trace.Effect, map[trace.EffectRef]trace.MatchState, error) {
 	defer rows.Close()
 	var effects []trace.Effect
 	states := map[trace.EffectRef]trace.MatchState{}

@@ -16,12 +16,12 @@ import (
 // which fragments (LanesURL, FindingsURL, IncidentsURL) bring a page at a
 // time, through plain links a script may follow in place.
 const (
-	firstPageLanes       = 25
+	firstPageLanes       = 15 // a screenful
 	lanesPerFragment     = 100
 	maxLaneGroups        = 20  // collapsed groups of lanes without findings
 	maxEffectMarks       = 200 // effects in the range drawn each; more are clustered
 	maxLaneAnchors       = 50  // ids kept for a lane's attempts not drawn as a bar of their own
-	effectClusterPx      = 4.0
+	effectClusterPx      = 8.0 // a cluster is a target a finger can hit
 	findingsPerFragment  = 100
 	incidentsPerFragment = 25
 )

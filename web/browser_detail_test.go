@@ -173,7 +173,7 @@ func TestBrowserDetailBesideClick(t *testing.T) {
 			name := fmt.Sprintf("%s at %d×%d", v.name, size.w, size.h)
 			browserDo(t, ctx, "viewport "+name, chromedp.EmulateViewport(size.w, size.h))
 			browserLoad(t, ctx, srv.url+v.path)
-			expandAll(t, ctx) // the lanes past the first 25, as a reader's "show more" brings them
+			expandAll(t, ctx) // the lanes past the first 15, as a reader's "show more" brings them
 			far := browserEval[*farLink](t, ctx, farLinkJS+"("+strconv.Quote(v.sel)+")")
 			if far == nil {
 				t.Fatalf("%s: got no %s on the page, want the execution's attempts", name, v.sel)

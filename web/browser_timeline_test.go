@@ -199,8 +199,8 @@ func TestBrowserTimelineBig(t *testing.T) {
 	browserDo(t, ctx, "viewport 1440×900", chromedp.EmulateViewport(1440, 900))
 	setColorScheme(t, ctx, "light")
 	browserLoad(t, ctx, page)
-	if n := browserEval[int](t, ctx, `document.querySelectorAll('[data-testid=lane]').length`); n != 25 {
-		t.Fatalf("lanes as the page loads: got %d, want the first 25", n)
+	if n := browserEval[int](t, ctx, `document.querySelectorAll('[data-testid=lane]').length`); n != 15 {
+		t.Fatalf("lanes as the page loads: got %d, want the first 15", n)
 	}
 	expandAll(t, ctx)
 	if n := browserEval[int](t, ctx, `document.querySelectorAll('[data-testid=lane]').length`); n != 300 {
