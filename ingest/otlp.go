@@ -656,9 +656,14 @@ func effectClass(attrs pcommon.Map, tool string, classes ToolClasses) string {
 	return string(trace.EffectUnknown)
 }
 
+// worker is the process a span's resource names: service.instance.id,
+// else host.name:process.pid. A Temporal worker's default identity
+// ("PID@HOST@", which its OpenTelemetry set-up may reuse as the
+// service.instance.id) reads as HOST:PID, as the history's does
+// (trace.NormaliseWorker), so both name one worker.
 func worker(resource pcommon.Map) string {
 	if id := str(resource, "service.instance.id"); id != "" {
-		return id
+		return trace.NormaliseWorker(id)
 	}
 	host, pid := str(resource, "host.name"), str(resource, "process.pid")
 	switch {

@@ -338,7 +338,7 @@ func TestMapOTLPRole(t *testing.T) {
 }
 
 func TestMapOTLPExecutionID(t *testing.T) {
-	all := kv{"oncetrace.execution.id": "exec-oncetrace", "temporalWorkflowID": "wf-temporal",
+	all := kv{"oncetrace.execution.id": "exec-oncetrace", "temporalWorkflowID": "wf-temporal", "temporalRunID": "run-1",
 		"restate.invocation.id": "inv-restate", "dbos.operation.workflow_id": "wf-dbos", "operationUUID": "op-uuid"}
 	without := func(names ...string) map[string]any {
 		out := map[string]any{}
@@ -360,19 +360,21 @@ func TestMapOTLPExecutionID(t *testing.T) {
 		{name: "oncetrace.execution.id first", spans: []testSpan{{id: 1, name: "step", attrs: all}},
 			want: map[byte]string{1: "exec-oncetrace"}},
 		{name: "temporalWorkflowID second", spans: []testSpan{{id: 1, name: "step", attrs: without("oncetrace.execution.id")}},
-			want: map[byte]string{1: "wf-temporal"}},
+			want: map[byte]string{1: "wf-temporal/run-1"}},
+		{name: "a Temporal workflow id without its run names no execution", spans: []testSpan{{id: 1, name: "step",
+			attrs: kv{"temporalWorkflowID": "wf-temporal", "restate.invocation.id": "inv-restate"}}}, want: map[byte]string{1: "inv-restate"}},
 		{name: "restate.invocation.id third", spans: []testSpan{{id: 1, name: "step",
-			attrs: without("oncetrace.execution.id", "temporalWorkflowID")}}, want: map[byte]string{1: "inv-restate"}},
+			attrs: without("oncetrace.execution.id", "temporalWorkflowID", "temporalRunID")}}, want: map[byte]string{1: "inv-restate"}},
 		{name: "dbos.operation.workflow_id fourth", spans: []testSpan{{id: 1, name: "step",
-			attrs: without("oncetrace.execution.id", "temporalWorkflowID", "restate.invocation.id")}}, want: map[byte]string{1: "wf-dbos"}},
+			attrs: without("oncetrace.execution.id", "temporalWorkflowID", "temporalRunID", "restate.invocation.id")}}, want: map[byte]string{1: "wf-dbos"}},
 		{name: "operationUUID fifth", spans: []testSpan{{id: 1, name: "step", attrs: kv{"operationUUID": "op-uuid"}}},
 			want: map[byte]string{1: "op-uuid"}},
 		{name: "the trace id when nothing names it", spans: []testSpan{{id: 1, name: "step"}},
 			want: map[byte]string{1: traceHex(1)}},
 		{name: "inherited from the parent span in the same export", spans: []testSpan{
-			{id: 1, name: "workflow", attrs: kv{"temporalWorkflowID": "wf-1"}},
+			{id: 1, name: "workflow", attrs: kv{"temporalWorkflowID": "wf-1", "temporalRunID": "r"}},
 			{id: 2, parent: 1, name: "activity", start: 1}},
-			want: map[byte]string{1: "wf-1", 2: "wf-1"}},
+			want: map[byte]string{1: "wf-1/r", 2: "wf-1/r"}},
 		{name: "inherited from the grandparent, by every role", spans: []testSpan{
 			{id: 1, name: "workflow", attrs: kv{"oncetrace.execution.id": "exec-gp"}},
 			{id: 2, parent: 1, name: "agent", start: 1},
@@ -387,8 +389,8 @@ func TestMapOTLPExecutionID(t *testing.T) {
 		{name: "from the resource when no span names it", resource: kv{"oncetrace.execution.id": "exec-res"},
 			spans: []testSpan{{id: 2, parent: 9, name: "tool"}}, want: map[byte]string{2: "exec-res"}},
 		{name: "a span's attribute beats the resource", resource: kv{"oncetrace.execution.id": "exec-res"},
-			spans: []testSpan{{id: 2, name: "tool", attrs: kv{"temporalWorkflowID": "wf-span"}}},
-			want:  map[byte]string{2: "wf-span"}},
+			spans: []testSpan{{id: 2, name: "tool", attrs: kv{"temporalWorkflowID": "wf-span", "temporalRunID": "r"}}},
+			want:  map[byte]string{2: "wf-span/r"}},
 		{name: "a parent outside the export passes nothing on", spans: []testSpan{{id: 2, parent: 9, name: "tool"}},
 			want: map[byte]string{2: traceHex(1)}},
 		{name: "the root invoke_agent span's execution is its trace", spans: []testSpan{

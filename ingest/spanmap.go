@@ -61,6 +61,8 @@ type SpanMap struct {
 	// HTTP rules of every entry, then the fallback entries' tool and model
 	// rules.
 	evenAtRoot                  []*spanRule
+	execution                   []*spanRule
+	contextAtRoot               []*spanRule
 	context                     []*spanRule
 	tool, model, http           []*spanRule
 	fallbackTool, fallbackModel []*spanRule
@@ -124,7 +126,11 @@ type dialect struct {
 	marksAttempts bool
 	tool, model   []*spanRule
 	http, context []*spanRule
-	fields        [fieldCount][]*fieldSource
+	// execution rules: a span one matches is its execution's root
+	// wherever it is in the trace (Temporal's RunWorkflow, below the
+	// client's StartWorkflow).
+	execution []*spanRule
+	fields    [fieldCount][]*fieldSource
 }
 
 // spanRule is one way an entry recognises a role: all its conditions hold.
@@ -251,6 +257,7 @@ const (
 	sourceInNamespace                     // an attribute of the namespace a rule found
 	sourceKeyEnds                         // the first attribute whose key ends so
 	sourceKeyContains                     // the first attribute whose key contains so
+	sourceJoin                            // several attributes, all there, joined
 )
 
 type fieldSource struct {
@@ -265,6 +272,11 @@ type fieldSource struct {
 	rank      int      // execution_name: the place of ranks_as in trace.NameSources
 	rankName  string
 	fromEntry *dialect
+	// join: the attributes of a joined source, their slots, and what goes
+	// between their values.
+	joinAttrs []string
+	joinSlots []int32
+	joinWith  string
 }
 
 // The JSON of a span map file. Conditions and field sources are decoded
@@ -282,6 +294,7 @@ type dialectJSON struct {
 	Model         []json.RawMessage            `json:"model"`
 	HTTP          []json.RawMessage            `json:"http"`
 	Context       []json.RawMessage            `json:"context"`
+	Execution     []json.RawMessage            `json:"execution"`
 	Fields        map[string][]json.RawMessage `json:"fields"`
 }
 
@@ -319,6 +332,8 @@ type conditionJSON struct {
 
 type sourceJSON struct {
 	Attr          *string           `json:"attr"`
+	Attrs         *[]string         `json:"attrs"`
+	Join          *string           `json:"join"`
 	SpanName      *bool             `json:"span_name"`
 	SpanNameAfter *string           `json:"span_name_after"`
 	InNamespace   *string           `json:"in_namespace"`
@@ -408,8 +423,14 @@ func parseDialect(raw json.RawMessage, builtin bool) (*dialect, error) {
 	if d.context, err = parseRules(d, "context", j.Context, false); err != nil {
 		return d, err
 	}
+	if d.execution, err = parseRules(d, "execution", j.Execution, false); err != nil {
+		return d, err
+	}
 	if d.fallback && len(d.context) > 0 {
 		return d, errors.New("context: a fallback entry's rules are tried after every other's; it has nothing to veto")
+	}
+	if d.fallback && len(d.execution) > 0 {
+		return d, errors.New("execution: a fallback entry's rules are tried after every other's; it names no root")
 	}
 	for _, key := range slices.Sorted(maps.Keys(j.Fields)) {
 		f := slices.IndexFunc(spanFields[:], func(sf fieldSpec) bool { return sf.key == key })
@@ -447,8 +468,8 @@ func parseRules(d *dialect, role string, raws []json.RawMessage, isTool bool) ([
 			return nil, fmt.Errorf(`%s.when: want at least one condition`, where)
 		}
 		r := &spanRule{dialect: d, evenAtRoot: j.EvenAtRoot}
-		if j.EvenAtRoot && !isTool {
-			return nil, fmt.Errorf("%s.even_at_root: only a tool rule can win at the root", where)
+		if j.EvenAtRoot && !isTool && role != "context" {
+			return nil, fmt.Errorf("%s.even_at_root: only a tool or context rule can win at the root", where)
 		}
 		if j.EvenAtRoot && d.fallback {
 			return nil, fmt.Errorf("%s.even_at_root: a fallback entry's rules are tried last", where)
@@ -631,22 +652,34 @@ func parseSource(d *dialect, f spanField, raw json.RawMessage) (*fieldSource, er
 		return nil, err
 	}
 	var subjects []string
-	for key, set := range map[string]bool{"attr": j.Attr != nil, "span_name": j.SpanName != nil, "span_name_after": j.SpanNameAfter != nil,
-		"in_namespace": j.InNamespace != nil, "key_ends": j.KeyEnds != nil, "key_contains": j.KeyContains != nil} {
+	for key, set := range map[string]bool{"attr": j.Attr != nil, "attrs": j.Attrs != nil, "span_name": j.SpanName != nil,
+		"span_name_after": j.SpanNameAfter != nil, "in_namespace": j.InNamespace != nil, "key_ends": j.KeyEnds != nil,
+		"key_contains": j.KeyContains != nil} {
 		if set {
 			subjects = append(subjects, key)
 		}
 	}
 	slices.Sort(subjects)
 	if len(subjects) != 1 {
-		return nil, fmt.Errorf(`want exactly one of "attr", "span_name", "span_name_after", "in_namespace", "key_ends", "key_contains"; got %s`, orNone(subjects))
+		return nil, fmt.Errorf(`want exactly one of "attr", "attrs", "span_name", "span_name_after", "in_namespace", "key_ends", "key_contains"; got %s`, orNone(subjects))
 	}
 	subject := subjects[0]
 	field := spanFields[f]
-	if field.attrsOnly && (subject != "attr" || len(j.When) > 0) {
+	if field.attrsOnly && (subject != "attr" && subject != "attrs" || len(j.When) > 0) {
 		return nil, fmt.Errorf("%s is also read off resources and span events: give attribute names only, without \"when\"", field.key)
 	}
+	if (j.Join != nil) != (subject == "attrs") {
+		return nil, errors.New(`"attrs" and "join" go together: the attributes, all of which must be there, and what goes between their values`)
+	}
 	switch subject {
+	case "attrs":
+		if len(*j.Attrs) < 2 || slices.Contains(*j.Attrs, "") {
+			return nil, errors.New(`"attrs": want two or more attribute names`)
+		}
+		if field.kind != kindString {
+			return nil, errors.New(`"attrs": joined attributes make a string`)
+		}
+		s.kind, s.joinAttrs, s.joinWith = sourceJoin, slices.Clone(*j.Attrs), *j.Join
 	case "attr":
 		if s.attr = *j.Attr; s.attr == "" {
 			return nil, errors.New(`"attr": want an attribute name`)
@@ -802,15 +835,21 @@ func compileSpanMap(shared []*dialect) *SpanMap {
 		}
 	}
 	for _, d := range entries {
-		for _, rules := range [][]*spanRule{d.tool, d.model, d.http, d.context} {
+		for _, rules := range [][]*spanRule{d.tool, d.model, d.http, d.context, d.execution} {
 			for _, r := range rules {
 				resolve(r.when)
 			}
 		}
 		for f := range d.fields {
 			for _, s := range d.fields[f] {
-				if s.kind == sourceAttr {
+				switch s.kind {
+				case sourceAttr:
 					s.slot = slot(s.attr)
+				case sourceJoin:
+					s.joinSlots = make([]int32, len(s.joinAttrs))
+					for i, a := range s.joinAttrs {
+						s.joinSlots[i] = slot(a)
+					}
 				}
 				resolve(s.when)
 				m.fields[f] = append(m.fields[f], s)
@@ -846,6 +885,12 @@ func compileSpanMap(shared []*dialect) *SpanMap {
 			}
 			m.http = append(m.http, d.http...)
 			m.context = append(m.context, d.context...)
+			m.execution = append(m.execution, d.execution...)
+			for _, r := range d.context {
+				if r.evenAtRoot {
+					m.contextAtRoot = append(m.contextAtRoot, r)
+				}
+			}
 		}
 	}
 	return m
@@ -857,11 +902,12 @@ func (d *dialect) clone() *dialect {
 	c := *d
 	c.tool, c.model = cloneRules(&c, d.tool), cloneRules(&c, d.model)
 	c.http, c.context = cloneRules(&c, d.http), cloneRules(&c, d.context)
+	c.execution = cloneRules(&c, d.execution)
 	for f, sources := range d.fields {
 		c.fields[f] = make([]*fieldSource, len(sources))
 		for i, s := range sources {
 			cs := *s
-			cs.when, cs.fromEntry = cloneConditions(s.when), &c
+			cs.when, cs.fromEntry, cs.joinSlots = cloneConditions(s.when), &c, slices.Clone(s.joinSlots)
 			c.fields[f][i] = &cs
 		}
 	}

@@ -171,7 +171,7 @@ func TestSpanMapErrors(t *testing.T) {
 		{"an attribute without a test", entry(`"tool": [{"when": [{"attr": "acme.kind"}]}]`), `tool[0].when[0]: attribute "acme.kind": want exactly one of "equals"`},
 		{"a bad pattern", entry(`"tool": [{"when": [{"span_name_matches": "(("}]}]`), `tool[0].when[0]: "span_name_matches": error parsing regexp`},
 		{"an unknown kind", entry(`"http": [{"when": [{"kind": "CLIENT"}]}]`), `http[0].when[0]: "kind": want client, server`},
-		{"even_at_root on a model rule", entry(`"model": [{"even_at_root": true, "when": [{"kind": "client"}]}]`), `model[0].even_at_root: only a tool rule`},
+		{"even_at_root on a model rule", entry(`"model": [{"even_at_root": true, "when": [{"kind": "client"}]}]`), `model[0].even_at_root: only a tool or context rule`},
 		{"an outcome that does not exist", entry(`"tool": [{"when": [{"kind": "client"}], "without_error_status": {"outcome": "unknown"}}]`),
 			`tool[0].without_error_status.outcome: want ok, error or timeout, not "unknown"`},
 		{"an unknown field", entry(`"fields": {"arguments": ["acme.input"]}`), `fields.arguments: not a field; the fields are execution_id, session`},

@@ -82,6 +82,19 @@ func (m *SpanMap) roleOf(v *spanView, parentless bool) (spanRole, *spanRule) {
 			return roleTool, r
 		}
 	}
+	// A span an execution rule matches is its execution's root wherever
+	// it is (Temporal's RunWorkflow below the client's StartWorkflow); a
+	// context rule that holds even at the root keeps a client's span that
+	// starts the trace from being taken for the run (StartWorkflow).
+	for _, r := range m.execution {
+		if v.matches(r) {
+			v.namespace = ""
+			return roleRoot, nil
+		}
+	}
+	if parentless && v.matchesAny(m.contextAtRoot) {
+		return roleContext, nil
+	}
 	if !parentless {
 		return m.ruledRole(v)
 	}
@@ -360,6 +373,19 @@ func (v *spanView) text(s *fieldSource) string {
 		}
 		return rest
 	}
+	if s.kind == sourceJoin {
+		parts := make([]string, len(s.joinSlots))
+		for i, slot := range s.joinSlots {
+			val, ok := v.get(slot)
+			if parts[i] = ""; ok {
+				parts[i] = valueString(val)
+			}
+			if parts[i] == "" {
+				return ""
+			}
+		}
+		return strings.Join(parts, s.joinWith)
+	}
 	val, ok := v.value(s, true)
 	if !ok {
 		return ""
@@ -419,6 +445,12 @@ func (m *SpanMap) executionName(v *spanView) (name, source string) {
 // a span event): its plain attribute sources only.
 func (m *SpanMap) textIn(attrs pcommon.Map, f spanField) string {
 	for _, s := range m.fields[f] {
+		if s.kind == sourceJoin {
+			if x := joinedIn(attrs, s); x != "" {
+				return x
+			}
+			continue
+		}
 		if s.kind != sourceAttr || len(s.when) > 0 {
 			continue
 		}
@@ -427,6 +459,18 @@ func (m *SpanMap) textIn(attrs pcommon.Map, f spanField) string {
 		}
 	}
 	return ""
+}
+
+// joinedIn is a joined source read off attributes, "" unless each of its
+// attributes has a value.
+func joinedIn(attrs pcommon.Map, s *fieldSource) string {
+	parts := make([]string, len(s.joinAttrs))
+	for i, a := range s.joinAttrs {
+		if parts[i] = str(attrs, a); parts[i] == "" {
+			return ""
+		}
+	}
+	return strings.Join(parts, s.joinWith)
 }
 
 // unwrapOpenLLMetryArgs: OpenLLMetry wraps a Python call's arguments as
