@@ -120,3 +120,32 @@ func (d *derivation) renumber(steps []store.StepRef) error {
 	}
 	return nil
 }
+
+// adopt gives the spans of the commit's traces that name no execution but
+// their trace to the trace's one named execution (store.AdoptTraceSpans),
+// before effects are attributed, so that the trace's effects find it.
+func (d *derivation) adopt(p *foldPlan) error {
+	traces := setOf(p.stray.Traces)
+	for _, t := range p.stray.LoneTraces {
+		traces[t] = true
+	}
+	adopted, err := d.tx.AdoptTraceSpans(setList(traces))
+	if err != nil {
+		return err
+	}
+	for _, id := range adopted.Executions {
+		p.executions[id] = true
+		p.ch.executions[id] = true
+		if d.cache != nil {
+			delete(d.cache.runs, id) // read whole: its spans moved in a way patching does not follow
+		}
+	}
+	for _, id := range adopted.Dropped {
+		delete(p.executions, id)
+		p.ch.executions[id] = true
+		if d.cache != nil {
+			delete(d.cache.runs, id)
+		}
+	}
+	return nil
+}

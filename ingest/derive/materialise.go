@@ -25,6 +25,8 @@ type analysis struct {
 //   - number: the attempts of steps new to the store (planNumbers);
 //   - fold: every touched entity refolded from all of its events
 //     (planFold), so the result never depends on arrival order;
+//   - adopt: spans that name no execution but their trace to the one
+//     execution the trace's other spans and attempts name;
 //   - attribute: effects to their executions, placeholders and stray
 //     joins (tracePlaceholders, strayCandidates);
 //   - audit: every execution whose findings the commit can change,
@@ -50,6 +52,9 @@ func materialise(tx *store.Tx, touched map[string][]trace.Event, known map[strin
 	fold := planFold(entities, all, numbered, known, cache != nil)
 	applied, err := d.applyFold(fold)
 	if err != nil {
+		return analysis{}, err
+	}
+	if err := d.adopt(fold); err != nil {
 		return analysis{}, err
 	}
 	byTrace, err := d.attribute(fold)
