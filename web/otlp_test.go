@@ -563,14 +563,15 @@ func TestOTLPJSONFixtures(t *testing.T) {
 			"effect mail-api/msg_9d02e1 step= key=ik_a94a0b1d target=jordan@acme.dev at=14:02:21.380 state=duplicate",
 			"finding duplicate_effect critical step=tool-7108b0a5f2153537",
 		}},
+		// Temporal: the activity type (RunActivity:<type>) is the tool, before tool.name.
 		// The attempt without a number takes the lowest one its step's sent
 		// numbers leave free.
-		{file: "durable_workflow.json", execution: "billing-wf-42", want: []string{
-			`execution billing-wf-42 "BillingWorkflow" completed labels=map[]`,
-			"step 5 tool=charge_card effect=write provider=payments-api",
+		{file: "durable_workflow.json", execution: "billing-wf-42/3c1a9b52-6f0e-4d7e-9a61-0c2f5d8e7b14", want: []string{
+			`execution billing-wf-42/3c1a9b52-6f0e-4d7e-9a61-0c2f5d8e7b14 "BillingWorkflow" completed labels=map[]`,
+			"step 5 tool=ChargeCard effect=write provider=payments-api",
 			`  attempt 1 error 14:02:11.100-14:02:11.400 dedup=false key=ik_charge_42 worker=worker-a error="ConnectionError: connection reset by peer" args={"amount_cents":4200,"currency":"eur"} result= conflicts=`,
 			`  attempt 2 ok 14:02:12.100-14:02:12.150 dedup=true key=ik_charge_42 worker=worker-a error="" args= result={"charge":"ch_3PzK"} conflicts=`,
-			"step send-receipt tool=send_receipt effect=write provider=",
+			"step send-receipt tool=SendReceipt effect=write provider=",
 			`  attempt 1 replayed 14:02:12.200-14:02:12.201 dedup=false key= worker=worker-a error="" args= result= conflicts=`,
 			"effect payments-api/ch_3PzK step= key=ik_charge_42 target= at=14:02:11.300 state=matched",
 		}},
