@@ -92,13 +92,14 @@ type mapper struct {
 
 type activity struct {
 	id, typ string
-	args    json.RawMessage
+	args    any // as attempt events carry them; nil when not JSON
 	traceID string
 	attempt int // the attempt ActivityTaskStarted says; 0 before it
 }
 
 type child struct {
 	id, typ string
+	args    any
 	exec    string // WORKFLOW_ID/RUN_ID once started
 }
 
@@ -229,13 +230,13 @@ func (m *mapper) event(ev *historypb.HistoryEvent) {
 
 	case *historypb.HistoryEvent_StartChildWorkflowExecutionInitiatedEventAttributes:
 		at := a.StartChildWorkflowExecutionInitiatedEventAttributes
-		c := &child{id: at.GetWorkflowId(), typ: at.GetWorkflowType().GetName()}
+		c := &child{id: at.GetWorkflowId(), typ: at.GetWorkflowType().GetName(), args: m.args(at.GetInput())}
 		m.children[n] = c
-		m.emit(n, "child initiated", m.attempt(c.id, c.typ, 1, m.traceID, at.GetInput()))
+		m.emit(n, "child initiated", m.attempt(c.id, c.typ, 1, m.traceID, c.args))
 	case *historypb.HistoryEvent_StartChildWorkflowExecutionFailedEventAttributes:
 		at := a.StartChildWorkflowExecutionFailedEventAttributes
 		if c := m.child(at.GetInitiatedEventId()); c != nil {
-			ev := m.attempt(c.id, c.typ, 1, "", nil)
+			ev := m.attempt(c.id, c.typ, 1, m.traceID, c.args)
 			ev["outcome"], ev["error"] = "error", "the child workflow did not start: "+enumWords(at.GetCause().String(), "START_CHILD_WORKFLOW_EXECUTION_FAILED_CAUSE_")
 			m.emit(n, "child start failed", ev)
 		}
@@ -243,7 +244,7 @@ func (m *mapper) event(ev *historypb.HistoryEvent) {
 		at := a.ChildWorkflowExecutionStartedEventAttributes
 		if c := m.child(at.GetInitiatedEventId()); c != nil {
 			c.exec = at.GetWorkflowExecution().GetWorkflowId() + "/" + at.GetWorkflowExecution().GetRunId()
-			att := m.attempt(c.id, c.typ, 1, "", nil)
+			att := m.attempt(c.id, c.typ, 1, m.traceID, c.args)
 			att["started_at"] = stamp(ev.GetEventTime())
 			m.emit(n, "child started", att)
 			// The child's own execution, linked back to this one; its own
@@ -319,9 +320,10 @@ func (m *mapper) closed(n int64, ev *historypb.HistoryEvent, status trace.Status
 	m.emit(n, "closed", x)
 }
 
-// attempt is an attempt event of step with only what every event of it
-// carries: its tool and class, its arguments when given, its trace.
-func (m *mapper) attempt(step, tool string, number int, traceID string, args *commonpb.Payloads) map[string]any {
+// attempt is an attempt event of step with what every event of it
+// carries: its tool and class, its arguments (the same for every attempt
+// of a step: Temporal retries with the same input), its trace.
+func (m *mapper) attempt(step, tool string, number int, traceID string, args any) map[string]any {
 	class := m.opts.ToolClasses.Classify(tool)
 	if class == "" {
 		class = trace.EffectUnknown
@@ -331,10 +333,19 @@ func (m *mapper) attempt(step, tool string, number int, traceID string, args *co
 	if traceID != "" {
 		ev["trace_id"] = traceID
 	}
-	if raw, ok := payloadsJSON(args); ok {
-		ev["args"] = m.keep("args", raw)
+	if args != nil {
+		ev["args"] = args
 	}
 	return ev
+}
+
+// args is the input payloads as attempt events carry them, nil when they
+// are not JSON.
+func (m *mapper) args(input *commonpb.Payloads) any {
+	if raw, ok := payloadsJSON(input); ok {
+		return m.keep("args", raw)
+	}
+	return nil
 }
 
 // keep is raw JSON to put in an event, or a note when it is over the
@@ -354,12 +365,12 @@ func (m *mapper) keep(field string, raw json.RawMessage) any {
 // attempt 1 exists whatever happens next, and every later event of the
 // activity says the same tool and arguments.
 func (m *mapper) activityScheduled(n int64, a *historypb.ActivityTaskScheduledEventAttributes) {
-	act := &activity{id: a.GetActivityId(), typ: a.GetActivityType().GetName(), traceID: m.traceID}
+	act := &activity{id: a.GetActivityId(), typ: a.GetActivityType().GetName(), args: m.args(a.GetInput()), traceID: m.traceID}
 	if t, _ := headerTrace(a.GetHeader()); t != "" {
 		act.traceID = t
 	}
 	m.activities[n] = act
-	m.emit(n, "scheduled", m.attempt(act.id, act.typ, 1, act.traceID, a.GetInput()))
+	m.emit(n, "scheduled", m.attempt(act.id, act.typ, 1, act.traceID, act.args))
 }
 
 // activityStarted is the last attempt, with its worker and start, and what
@@ -371,22 +382,22 @@ func (m *mapper) activityStarted(n int64, ev *historypb.HistoryEvent, a *history
 		return
 	}
 	act.attempt = max(int(a.GetAttempt()), 1)
-	last := m.attempt(act.id, act.typ, act.attempt, act.traceID, nil)
+	last := m.attempt(act.id, act.typ, act.attempt, act.traceID, act.args)
 	last["started_at"] = stamp(ev.GetEventTime())
 	if w := a.GetIdentity(); w != "" {
 		last["worker"] = w
 	}
 	m.emit(n, "started", last)
-	m.earlier(n, act.id, act.typ, act.attempt, act.traceID, a.GetLastFailure())
+	m.earlier(n, act.id, act.typ, act.attempt, act.traceID, act.args, a.GetLastFailure())
 }
 
 // earlier makes the attempts before attempt last that a history knows of
 // only by count, and the one before last by lastFailure when it has one.
-func (m *mapper) earlier(n int64, step, tool string, last int, traceID string, lastFailure *failurepb.Failure) {
+func (m *mapper) earlier(n int64, step, tool string, last int, traceID string, args any, lastFailure *failurepb.Failure) {
 	first := 1
 	if lastFailure != nil && last > 1 {
 		outcome, text := describeFailure(lastFailure)
-		prev := m.attempt(step, tool, last-1, traceID, nil)
+		prev := m.attempt(step, tool, last-1, traceID, args)
 		prev["outcome"] = string(outcome)
 		prev["error"] = feed.OneLine(fmt.Sprintf("%s (recorded by Temporal as attempt %d's last failure; when it ran and on which worker are not in the history)",
 			text, last), textBytes)
@@ -395,7 +406,7 @@ func (m *mapper) earlier(n int64, step, tool string, last int, traceID string, l
 	}
 	first = max(first, last-MaxEarlierAttempts)
 	for k := first; k < last; k++ {
-		e := m.attempt(step, tool, k, traceID, nil)
+		e := m.attempt(step, tool, k, traceID, args)
 		e["outcome"] = string(trace.OutcomeError)
 		e["error"] = fmt.Sprintf("failed before attempt %d; Temporal keeps only the last attempt's failure, so how this one failed, when and on which worker are not in the history", last)
 		m.emit(n, "earlier "+strconv.Itoa(k), e)
@@ -413,7 +424,7 @@ func (m *mapper) activityClosed(n int64, ev *historypb.HistoryEvent, scheduled, 
 	if startedEvent != 0 && act.attempt > 0 {
 		number = act.attempt
 	}
-	e := m.attempt(act.id, act.typ, number, act.traceID, nil)
+	e := m.attempt(act.id, act.typ, number, act.traceID, act.args)
 	e["outcome"] = string(outcome)
 	if startedEvent != 0 {
 		e["ended_at"] = stamp(ev.GetEventTime())
@@ -452,7 +463,7 @@ func (m *mapper) childClosed(n int64, ev *historypb.HistoryEvent, initiated int6
 	if c == nil {
 		return
 	}
-	e := m.attempt(c.id, c.typ, 1, "", nil)
+	e := m.attempt(c.id, c.typ, 1, m.traceID, c.args)
 	e["outcome"], e["ended_at"] = string(outcome), stamp(ev.GetEventTime())
 	if text != "" {
 		e["error"] = feed.OneLine(text, textBytes)
@@ -500,7 +511,7 @@ func (m *mapper) marker(n int64, ev *historypb.HistoryEvent, a *historypb.Marker
 		}
 	}
 	m.emit(n, "local activity", e)
-	m.earlier(n, data.ActivityID, data.ActivityType, number, m.traceID, nil)
+	m.earlier(n, data.ActivityID, data.ActivityType, number, m.traceID, nil, nil)
 }
 
 // contextSpan puts a signal, a timer or a marker on the run's timeline: a
