@@ -299,7 +299,7 @@ func TestPrefixThenWholeIsTheWhole(t *testing.T) {
 	once.write(t, mapHistory(t, h, temporal.MapOptions{}))
 	want := view(t, once.read(t, invoiceRun))
 
-	for _, n := range []int{1, 12, 13, 20, 28} {
+	for _, n := range []int{1, 12, 13, 20, 27, 28} {
 		s := newStore(t)
 		s.write(t, mapHistory(t, prefix(h, n), temporal.MapOptions{}))
 		mid := s.read(t, invoiceRun)
@@ -310,6 +310,14 @@ func TestPrefixThenWholeIsTheWhole(t *testing.T) {
 			a := step(t, mid.Run, "send-invoice").Attempts[2]
 			if a.Number != 3 || a.Finished() || a.Worker != workerB || mid.Run.Outcome(a) != trace.OutcomeRunning {
 				t.Errorf("after 13 events: got attempt %d %s on %q, want attempt 3 running on %s", a.Number, mid.Run.Outcome(a), a.Worker, workerB)
+			}
+		}
+		if n == 27 {
+			// charge-card is scheduled, not started: a history holds no
+			// start yet, and send-invoice's attempts went on before it.
+			a := step(t, mid.Run, "charge-card").Attempts[0]
+			if !a.StartedAt.IsZero() || mid.Run.Outcome(a) != trace.OutcomeRunning {
+				t.Errorf("after 27 events: got charge-card attempt 1 %s from %v, want running with no start", mid.Run.Outcome(a), a.StartedAt)
 			}
 		}
 		s.write(t, mapHistory(t, h, temporal.MapOptions{}))
