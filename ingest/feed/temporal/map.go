@@ -161,7 +161,11 @@ func (m *mapper) emit(n int64, what string, ev map[string]any) {
 				ev[k] = map[string]string{"oncetrace": k + " not kept: " + feed.OneLine(err.Error(), 300)}
 			}
 		}
-		parsed, err = m.parse(ev)
+		if parsed, err = m.parse(ev); err != nil {
+			delete(ev, "args")
+			delete(ev, "result")
+			parsed, err = m.parse(ev)
+		}
 	}
 	if err != nil {
 		m.err = err
@@ -343,7 +347,9 @@ func (m *mapper) attempt(step, tool string, number int, traceID string, args any
 // are not JSON.
 func (m *mapper) args(input *commonpb.Payloads) any {
 	if raw, ok := payloadsJSON(input); ok {
-		return m.keep("args", raw)
+		if kept := m.keep("args", raw); kept != nil {
+			return kept
+		}
 	}
 	return nil
 }
@@ -356,7 +362,11 @@ func (m *mapper) keep(field string, raw json.RawMessage) any {
 		return map[string]string{"oncetrace": field + " not kept: " + feed.OneLine(err.Error(), 300)}
 	}
 	if len(canon) > m.lim.JSONBytes {
-		return map[string]string{"oncetrace": fmt.Sprintf("%s of %d bytes, over the %d an attempt keeps", field, len(canon), m.lim.JSONBytes)}
+		note := fmt.Sprintf(`{"oncetrace":"%s of %d bytes, over the %d an attempt keeps"}`, field, len(canon), m.lim.JSONBytes)
+		if len(note) > m.lim.JSONBytes {
+			return nil // a limit too small for the note itself
+		}
+		return json.RawMessage(note)
 	}
 	return json.RawMessage(canon)
 }
