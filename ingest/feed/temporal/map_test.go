@@ -3,6 +3,7 @@ package temporal_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -481,5 +482,78 @@ func TestMapHistoryNamesTheRun(t *testing.T) {
 	long := strings.Repeat("w", 300)
 	if _, err := temporal.MapHistory(h, temporal.MapOptions{WorkflowID: long}); err == nil || !strings.Contains(err.Error(), "execution_id: must be 1 to 256 bytes") {
 		t.Errorf("a long workflow id: got %v, want the execution id's limit", err)
+	}
+}
+
+// shorthand rewrites decoded history JSON with Temporal's "JSON
+// shorthand payloads": a JSON payload as its value alone, and payloads as
+// an array of values.
+func shorthand(t *testing.T, v any) (any, bool) {
+	switch x := v.(type) {
+	case []any:
+		changed := false
+		for i := range x {
+			var c bool
+			x[i], c = shorthand(t, x[i])
+			changed = changed || c
+		}
+		return x, changed
+	case map[string]any:
+		if meta, ok := x["metadata"].(map[string]any); ok && meta["encoding"] == "anNvbi9wbGFpbg==" && len(x) == 2 {
+			data, err := base64.StdEncoding.DecodeString(x["data"].(string))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var value any
+			if err := json.Unmarshal(data, &value); err != nil {
+				t.Fatal(err)
+			}
+			return value, true
+		}
+		if list, ok := x["payloads"].([]any); ok && len(x) == 1 {
+			short, _ := shorthand(t, list)
+			return short, true
+		}
+		changed := false
+		for k := range x {
+			var c bool
+			x[k], c = shorthand(t, x[k])
+			changed = changed || c
+		}
+		return x, changed
+	}
+	return v, false
+}
+
+// Temporal's JSON may also write JSON payloads as their values alone (the
+// CLI's "JSON shorthand payloads"): the same history maps the same.
+func TestShorthandPayloads(t *testing.T) {
+	for _, name := range histories {
+		raw, err := os.ReadFile(filepath.Join("testdata", name+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v any
+		if err := json.Unmarshal(raw, &v); err != nil {
+			t.Fatal(err)
+		}
+		v, changed := shorthand(t, v)
+		short, err := json.Marshal(v)
+		if err != nil || !changed {
+			t.Fatalf("%s: no payload rewritten (%v)", name, err)
+		}
+		if name == "invoice" && !bytes.Contains(short, []byte(`"input":[{"amount":4200`)) {
+			t.Fatalf("%s: got %.300s, want payloads as arrays of values", name, short)
+		}
+		want := mapHistory(t, readHistoryBytes(t, raw), temporal.MapOptions{})
+		got := mapHistory(t, readHistoryBytes(t, short), temporal.MapOptions{})
+		if len(got) != len(want) {
+			t.Fatalf("%s: got %d events from shorthand payloads, want %d", name, len(got), len(want))
+		}
+		for i := range got {
+			if !bytes.Equal(got[i].Body, want[i].Body) {
+				t.Errorf("%s: got %s from shorthand payloads, want %s", name, got[i].Body, want[i].Body)
+			}
+		}
 	}
 }

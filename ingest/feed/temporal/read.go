@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 
+	commonpb "go.temporal.io/api/common/v1"
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/temporalproto"
 )
@@ -47,7 +48,12 @@ func ReadHistoryJSON(r io.Reader) (*historypb.History, error) {
 		raw = inner // a GetWorkflowExecutionHistoryResponse
 	}
 	var h historypb.History
-	if err := (temporalproto.CustomJSONUnmarshalOptions{DiscardUnknown: true}).Unmarshal(raw, &h); err != nil {
+	// Shorthand payloads (a JSON payload as its value alone) are read too:
+	// the CLI prints them unless told not to in some commands, and a
+	// payload in the long form reads the same either way.
+	opts := temporalproto.CustomJSONUnmarshalOptions{DiscardUnknown: true,
+		Metadata: map[string]any{commonpb.EnablePayloadShorthandMetadataKey: true}}
+	if err := opts.Unmarshal(raw, &h); err != nil {
 		return nil, fmt.Errorf("history: not a Temporal workflow history: %v", err)
 	}
 	if err := checkHistory(&h); err != nil {
