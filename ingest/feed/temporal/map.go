@@ -291,8 +291,8 @@ func (m *mapper) event(ev *historypb.HistoryEvent) {
 	}
 }
 
-// started is the execution: named after the workflow type, its trace and
-// its parent (for a child workflow) as labels.
+// started is the execution: named after the workflow type, its trace,
+// its parent (for a child workflow) and the run it continues as labels.
 func (m *mapper) started(n int64, ev *historypb.HistoryEvent, a *historypb.WorkflowExecutionStartedEventAttributes) {
 	labels := map[string]string{}
 	if m.traceID != "" {
@@ -300,6 +300,9 @@ func (m *mapper) started(n int64, ev *historypb.HistoryEvent, a *historypb.Workf
 	}
 	if p := a.GetParentWorkflowExecution(); p.GetWorkflowId() != "" && p.GetRunId() != "" {
 		labels["parent"] = p.GetWorkflowId() + "/" + p.GetRunId()
+	}
+	if prev := a.GetContinuedExecutionRunId(); prev != "" {
+		labels["continued_from"] = m.wf + "/" + prev // continued as new, retried or a cron's next run
 	}
 	x := map[string]any{"type": "execution", "execution_id": m.exec, "name": a.GetWorkflowType().GetName(),
 		"status": "running", "started_at": stamp(ev.GetEventTime())}
