@@ -557,3 +557,27 @@ func TestShorthandPayloads(t *testing.T) {
 		}
 	}
 }
+
+// An import without the namespace and one with it (a file, then a
+// follower) store the same, in either order: the label is an event of
+// its own.
+func TestNamespaceLabelIsOrderFree(t *testing.T) {
+	h := readHistory(t, "refund")
+	without := mapHistory(t, h, temporal.MapOptions{})
+	with := mapHistory(t, h, temporal.MapOptions{Namespace: "billing"})
+	var views []string
+	for _, order := range [][][]trace.Event{{without, with}, {with, without}} {
+		s := newStore(t)
+		for _, evs := range order {
+			s.write(t, evs)
+		}
+		r := s.read(t, refundRun)
+		if r.Run.Execution.Labels["namespace"] != "billing" {
+			t.Errorf("labels: got %v, want namespace billing", r.Run.Execution.Labels)
+		}
+		views = append(views, view(t, r))
+	}
+	if views[0] != views[1] {
+		t.Errorf("without then with:\n%s\nwith then without:\n%s", views[0], views[1])
+	}
+}
