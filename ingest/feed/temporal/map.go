@@ -412,8 +412,10 @@ func (m *mapper) earlier(n int64, step, tool string, last int, traceID string, a
 		outcome, text := describeFailure(lastFailure)
 		prev := m.attempt(step, tool, last-1, traceID, args)
 		prev["outcome"] = string(outcome)
-		prev["error"] = feed.OneLine(fmt.Sprintf("%s (recorded by Temporal as attempt %d's last failure; when it ran and on which worker are not in the history)",
-			text, last), textBytes)
+		// Said so that it stays true when spans fill in the attempt's
+		// times and worker: the error text of the first terminal event of
+		// an attempt is the one kept.
+		prev["error"] = feed.OneLine(fmt.Sprintf("%s (recorded by Temporal as attempt %d's last failure)", text, last), textBytes)
 		m.emit(n, "previous", prev)
 		last--
 	}
@@ -421,7 +423,7 @@ func (m *mapper) earlier(n int64, step, tool string, last int, traceID string, a
 	for k := first; k < last; k++ {
 		e := m.attempt(step, tool, k, traceID, args)
 		e["outcome"] = string(trace.OutcomeError)
-		e["error"] = fmt.Sprintf("failed before attempt %d; Temporal keeps only the last attempt's failure, so how this one failed, when and on which worker are not in the history", last)
+		e["error"] = fmt.Sprintf("failed before attempt %d; how is not recorded (Temporal keeps only the last attempt's failure)", last)
 		m.emit(n, "earlier "+strconv.Itoa(k), e)
 	}
 }
