@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	failurepb "go.temporal.io/api/failure/v1"
 	historypb "go.temporal.io/api/history/v1"
 
 	"github.com/oncetrace/oncetrace/ingest"
@@ -110,5 +112,45 @@ func TestArgumentsAreRedacted(t *testing.T) {
 				t.Errorf("args: got %s, want the key masked", a.Args)
 			}
 		}
+	}
+}
+
+// The other ways an activity's last attempt closes, on the refund
+// history's ActivityTaskFailed (event 7, attempt 2).
+func TestActivityCloses(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		attrs   func(scheduled, started int64) any
+		outcome trace.Outcome
+		err     string
+		ended   bool
+	}{
+		{"timed out", func(s, st int64) any {
+			return &historypb.HistoryEvent_ActivityTaskTimedOutEventAttributes{ActivityTaskTimedOutEventAttributes: &historypb.ActivityTaskTimedOutEventAttributes{
+				ScheduledEventId: s, StartedEventId: st, Failure: &failurepb.Failure{Message: "activity ScheduleToClose timeout",
+					FailureInfo: &failurepb.Failure_TimeoutFailureInfo{TimeoutFailureInfo: &failurepb.TimeoutFailureInfo{TimeoutType: enumspb.TIMEOUT_TYPE_SCHEDULE_TO_CLOSE}}}}}
+		}, trace.OutcomeTimeout, "schedule-to-close timeout", true},
+		{"canceled", func(s, st int64) any {
+			return &historypb.HistoryEvent_ActivityTaskCanceledEventAttributes{ActivityTaskCanceledEventAttributes: &historypb.ActivityTaskCanceledEventAttributes{
+				ScheduledEventId: s, StartedEventId: st}}
+		}, trace.OutcomeError, "canceled", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := readHistory(t, "refund")
+			closing := h.GetEvents()[6]
+			failed := closing.GetActivityTaskFailedEventAttributes()
+			switch a := c.attrs(failed.GetScheduledEventId(), failed.GetStartedEventId()).(type) {
+			case *historypb.HistoryEvent_ActivityTaskTimedOutEventAttributes:
+				closing.Attributes, closing.EventType = a, enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT
+			case *historypb.HistoryEvent_ActivityTaskCanceledEventAttributes:
+				closing.Attributes, closing.EventType = a, enumspb.EVENT_TYPE_ACTIVITY_TASK_CANCELED
+			}
+			s := newStore(t)
+			s.write(t, mapHistory(t, h, temporal.MapOptions{}))
+			a := step(t, s.read(t, refundRun).Run, "refund").Attempts[1]
+			if a.Number != 2 || a.Outcome != c.outcome || a.Error != c.err || a.EndedAt.IsZero() != !c.ended || a.Worker != workerA {
+				t.Errorf("got attempt %d %s %q ended %v on %q, want attempt 2 %s %q on %s", a.Number, a.Outcome, a.Error, a.EndedAt, a.Worker, c.outcome, c.err, workerA)
+			}
+		})
 	}
 }
