@@ -33,7 +33,7 @@ const maxTemporalRuns = 10000
 
 func (f *temporalFlags) register(fs *flag.FlagSet) {
 	fs.Func("temporal", "follow a Temporal cluster through its frontend gRPC API: HOST:PORT[/NAMESPACE] (namespace default: default); "+
-		"its running and recently closed workflow runs become executions (repeatable; see docs/configuration.md § Temporal)", func(v string) error {
+		"its running and recently closed workflow runs become executions (repeatable; see docs/configuration.md § Following Temporal)", func(v string) error {
 		f.targets = append(f.targets, v)
 		return nil
 	})
