@@ -17,10 +17,12 @@
 //     The reader keeps the run's history in memory, re-maps it when it
 //     grows and writes the events whose ids it has not written yet; it
 //     ends when the run closes (or errs, and the next pass starts another).
-//   - Runs over the cap, and closed runs, are read whole during the pass
-//     (without waiting), one at a time, when the history length in the
-//     listing differs from the one last read: they are fresh to within a
-//     pass, and memory stays bounded by MaxRuns histories plus one.
+//   - Running runs over the cap are read whole during the pass (without
+//     waiting), one at a time, when their history length
+//     (DescribeWorkflowExecution: the listing's is the one visibility
+//     recorded at the start) differs from the one last read; closed runs
+//     are read whole once. They are fresh to within a pass, and memory
+//     stays bounded by MaxRuns histories plus one.
 //
 // Event ids are deterministic (the mapping's), so reading a history again,
 // after a reconnect or a restart of oncetrace or of the cluster, writes

@@ -341,14 +341,27 @@ func (f *Follower) seeRunning(ctx context.Context, svc workflowservice.WorkflowS
 	}
 	last, seen := f.polled[key]
 	f.mu.Unlock()
-	if seen && last == info.GetHistoryLength() {
+	// The listing's history length is the one visibility recorded at the
+	// start; the run's own record has the current one.
+	callCtx, cancel := context.WithTimeout(ctx, callTimeout)
+	desc, err := svc.DescribeWorkflowExecution(callCtx, &workflowservice.DescribeWorkflowExecutionRequest{
+		Namespace: f.cfg.Target.Namespace, Execution: info.GetExecution()})
+	cancel()
+	switch {
+	case isNotFound(err):
+		return nil // gone since it was listed
+	case err != nil:
+		return fmt.Errorf("temporal: describe %s: %w", key, err)
+	}
+	length := desc.GetWorkflowExecutionInfo().GetHistoryLength()
+	if seen && last == length {
 		return nil
 	}
 	if err := f.readWhole(ctx, svc, info.GetExecution()); err != nil {
 		return err
 	}
 	f.mu.Lock()
-	f.polled[key] = info.GetHistoryLength()
+	f.polled[key] = length
 	f.mu.Unlock()
 	return nil
 }

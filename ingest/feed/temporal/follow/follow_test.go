@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
@@ -187,24 +188,84 @@ func TestFollowRunningThenClosed(t *testing.T) {
 }
 
 // TestFollowOverTheCap: with room for one long poll, a second running run
-// is read whole at each pass instead, and still goes from running to
-// completed.
+// is read whole at each pass instead: it still shows what its history
+// gains while it runs (a signal), and goes from running to completed.
 func TestFollowOverTheCap(t *testing.T) {
 	hostPort, _ := devserver.Start(t)
 	g := &gate{}
 	c := startWorker(t, hostPort, g)
 	db, w := oncetrace(t)
-	f := startFollower(t, hostPort, w, 1)
+	target, err := follow.ParseTarget(hostPort)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := follow.Start(context.Background(), follow.Config{Target: target, Map: everyEvent(t), Writer: w,
+		PollInterval: 200 * time.Millisecond, MaxRuns: 1})
+	t.Cleanup(f.Stop)
 	a, b := startWorkflow(t, c, "a"), startWorkflow(t, c, "b")
 	waitStatus(t, db, a, trace.StatusRunning, 30*time.Second)
 	waitStatus(t, db, b, trace.StatusRunning, 30*time.Second)
 	if st := f.Status(); st.RunsFollowed != 1 || st.RunsPolled != 1 {
 		t.Errorf("status: got %d followed and %d polled, want 1 and 1", st.RunsFollowed, st.RunsPolled)
 	}
+	for _, id := range []string{"a", "b"} {
+		x := id + "/" + runID(t, c, id)
+		before := storedEvents(t, db, x)
+		if err := c.SignalWorkflow(context.Background(), id, "", "nudge", nil); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(30 * time.Second); storedEvents(t, db, x) <= before; time.Sleep(100 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("run %s: still %d events 30 s after a signal, want more while it runs", x, before)
+			}
+		}
+	}
+	waitStatus(t, db, b, trace.StatusRunning, time.Second)
 	g.release("a")
 	g.release("b")
 	waitStatus(t, db, a, trace.StatusCompleted, 30*time.Second)
 	waitStatus(t, db, b, trace.StatusCompleted, 30*time.Second)
+}
+
+// everyEvent maps a history as ExecutionsOnly does, plus one execution
+// event per history event, so that a test sees a history grow.
+func everyEvent(t *testing.T) follow.Mapper {
+	runs := follow.ExecutionsOnly(ingest.DefaultLimits)
+	return func(h *historypb.History, ns string) ([]trace.Event, error) {
+		out, err := runs(h, ns)
+		if err != nil || len(out) == 0 {
+			return out, err
+		}
+		x := out[0].Execution.ID
+		for _, he := range h.GetEvents() {
+			raw := fmt.Sprintf(`{"type":"execution","id":%q,"execution_id":%q}`, fmt.Sprintf("test:%s:%d", x, he.GetEventId()), x)
+			ev, err := ingest.ParseEvent([]byte(raw), ingest.DefaultLimits)
+			if err != nil {
+				t.Error(err)
+				return nil, err
+			}
+			out = append(out, ev)
+		}
+		return out, nil
+	}
+}
+
+func runID(t *testing.T, c client.Client, id string) string {
+	t.Helper()
+	d, err := c.DescribeWorkflowExecution(context.Background(), id, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.GetWorkflowExecutionInfo().GetExecution().GetRunId()
+}
+
+func storedEvents(t *testing.T, db *store.DB, executionID string) int {
+	t.Helper()
+	evs, err := db.EventsAfter(context.Background(), 0, executionID, 100000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(evs)
 }
 
 // TestFollowAcrossARestart: the cluster goes away (the status says so and
