@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -273,6 +274,37 @@ func TestTemporalTLSDefaults(t *testing.T) {
 		}
 		if targets[0].APIKey != tc.flags.apiKey {
 			t.Errorf("%s: got API key %q, want %q", tc.name, targets[0].APIKey, tc.flags.apiKey)
+		}
+	}
+}
+
+// TestServeWithAnAbsentCluster: a cluster nobody answers at delays
+// nothing: serve starts, takes events and stays healthy, and /healthz
+// says the target is unreachable, with errors counted, no poll and a
+// growing lag. No Temporal server is needed.
+func TestServeWithAnAbsentCluster(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	absent := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	base, _, _ := startServeOn(t, filepath.Join(t.TempDir(), "oncetrace.db"), "--temporal", absent)
+	resp, err := http.Post(base+"/api/v1/events", "application/json", strings.NewReader(secondEffect))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("POST /api/v1/events with the cluster absent: got %d, want 200", resp.StatusCode)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		h := followHealth(t, base)
+		if h["state"] == "unreachable" && h["errors"].(float64) > 0 && h["last_poll"] == nil && h["lag_seconds"].(float64) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/healthz follow with nothing at %s: got %v, want unreachable, errors, no last_poll", absent, h)
 		}
 	}
 }
