@@ -313,3 +313,31 @@ func waitClosed(t *testing.T, c client.Client, id string) {
 		t.Fatal(fmt.Errorf("workflow %s: %w", id, err))
 	}
 }
+
+// TestFollowAcrossAnInMemoryRestart: a cluster that forgets everything on
+// restart (start-dev without --db-filename) loses its runs, not
+// oncetrace's: what was stored stays, and a run started after the restart
+// is followed.
+func TestFollowAcrossAnInMemoryRestart(t *testing.T) {
+	srv := devserver.StartServer(t, devserver.Options{})
+	g := &gate{}
+	c := startWorker(t, srv.HostPort, g)
+	db, w := oncetrace(t)
+	f := startFollower(t, srv.HostPort, w, follow.DefaultMaxRuns)
+	before := startWorkflow(t, c, "before")
+	g.release("before")
+	waitStatus(t, db, before, trace.StatusCompleted, 30*time.Second)
+	open := startWorkflow(t, c, "open")
+	waitStatus(t, db, open, trace.StatusRunning, 30*time.Second)
+
+	srv.Restart()
+	after := startWorkflow(t, c, "after")
+	waitStatus(t, db, after, trace.StatusRunning, 60*time.Second)
+	g.release("after")
+	waitStatus(t, db, after, trace.StatusCompleted, 60*time.Second)
+	waitStatus(t, db, before, trace.StatusCompleted, time.Second)
+	waitStatus(t, db, open, trace.StatusRunning, time.Second) // the cluster forgot it; oncetrace did not
+	if st := f.Status(); st.State != follow.StateFollowing || st.RunsFollowed != 0 {
+		t.Errorf("status after the restart: got %+v, want following with no run left open", st)
+	}
+}
