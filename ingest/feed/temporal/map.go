@@ -208,7 +208,7 @@ func (m *mapper) event(ev *historypb.HistoryEvent) {
 				"labels": map[string]string{"continued_as_new": m.wf + "/" + r}})
 		}
 	case *historypb.HistoryEvent_WorkflowTaskCompletedEventAttributes:
-		m.taskWorker[n] = a.WorkflowTaskCompletedEventAttributes.GetIdentity()
+		m.taskWorker[n] = WorkerOf(a.WorkflowTaskCompletedEventAttributes.GetIdentity())
 
 	case *historypb.HistoryEvent_ActivityTaskScheduledEventAttributes:
 		m.activityScheduled(n, a.ActivityTaskScheduledEventAttributes)
@@ -330,13 +330,32 @@ func (m *mapper) closed(n int64, ev *historypb.HistoryEvent, status trace.Status
 // attempt is an attempt event of step with what every event of it
 // carries: its tool and class, its arguments (the same for every attempt
 // of a step: Temporal retries with the same input), its trace.
+// RecognisedBy marks the attempts of Temporal activities, child workflows
+// and local activities, from a history or the interceptors' spans: the
+// page tells them as Temporal has them (views: "Temporal retried it").
+const RecognisedBy = "temporal"
+
+// WorkerOf is the worker a Temporal worker identity names, as the
+// OpenTelemetry resource of the same process does (ingest's worker:
+// host.name:process.pid): the SDKs' default identity PID@HOST@ becomes
+// HOST:PID, so that a history's attempt and its RunActivity span name one
+// worker. Any other identity is kept as it is.
+func WorkerOf(identity string) string {
+	pid, rest, ok := strings.Cut(identity, "@")
+	host, _, ok2 := strings.Cut(rest, "@")
+	if !ok || !ok2 || pid == "" || host == "" || strings.Trim(pid, "0123456789") != "" {
+		return identity
+	}
+	return host + ":" + pid
+}
+
 func (m *mapper) attempt(step, tool string, number int, traceID string, args any) map[string]any {
 	class := m.opts.ToolClasses.Classify(tool)
 	if class == "" {
 		class = trace.EffectUnknown
 	}
 	ev := map[string]any{"type": "attempt", "execution_id": m.exec, "step_id": step, "attempt": number,
-		"tool": tool, "effect": string(class)}
+		"tool": tool, "effect": string(class), "recognised_by": RecognisedBy}
 	if traceID != "" {
 		ev["trace_id"] = traceID
 	}
@@ -397,7 +416,7 @@ func (m *mapper) activityStarted(n int64, ev *historypb.HistoryEvent, a *history
 	act.attempt = max(int(a.GetAttempt()), 1)
 	last := m.attempt(act.id, act.typ, act.attempt, act.traceID, act.args)
 	last["started_at"] = stamp(ev.GetEventTime())
-	if w := a.GetIdentity(); w != "" {
+	if w := WorkerOf(a.GetIdentity()); w != "" {
 		last["worker"] = w
 	}
 	m.emit(n, "started", last)
