@@ -61,3 +61,61 @@ func TestFindingsPagesCoverEveryFindingOnce(t *testing.T) {
 		t.Errorf("a made-up cursor: got %v, want ErrBadCursor", err)
 	}
 }
+
+// TestFindingsListInNaturalOrder: the findings list, whole and paged,
+// gives step-2 before step-14 before step-123 and exec-9 before exec-10,
+// as trace.CompareFindingPlaces orders them, ties such as step-7 and
+// step-007 by the id itself.
+func TestFindingsListInNaturalOrder(t *testing.T) {
+	ctx := context.Background()
+	db, w := openDB(t)
+	var events []map[string]any
+	for i, exec := range []string{"exec-10", "exec-9"} {
+		for j, step := range []string{"step-123", "step-14", "step-2", "step-7", "step-007"} {
+			at := base.Add(time.Duration(i)*time.Hour + time.Duration(j)*time.Minute)
+			for n := 1; n <= 2; n++ {
+				events = append(events, map[string]any{"type": "attempt", "execution_id": exec, "step_id": step, "attempt": n, "effect": "unsafe",
+					"started_at": stamp(at.Add(time.Duration(n) * time.Second)), "ended_at": stamp(at.Add(time.Duration(n)*time.Second + 500*time.Millisecond)),
+					"outcome": []string{"timeout", "ok"}[n-1]})
+			}
+		}
+	}
+	write(t, w, events...)
+	want := []string{}
+	for _, exec := range []string{"exec-9", "exec-10"} {
+		for _, step := range []string{"step-2", "step-007", "step-7", "step-14", "step-123"} {
+			want = append(want, exec+"/"+step)
+		}
+	}
+	places := func(fs []trace.Finding) []string {
+		var out []string
+		for _, f := range fs {
+			if f.Rule == trace.RuleUnsafeRetried {
+				out = append(out, f.ExecutionID+"/"+f.StepID)
+			}
+		}
+		return out
+	}
+	all, err := db.Findings(ctx, store.FindingFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := places(all); !slices.Equal(got, want) {
+		t.Errorf("findings list: got %q, want %q", got, want)
+	}
+	var paged []trace.Finding
+	for cursor := ""; ; {
+		page, next, err := db.FindingsPage(ctx, store.FindingFilter{Cursor: cursor, Limit: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		paged = append(paged, page...)
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	if got := places(paged); !slices.Equal(got, want) {
+		t.Errorf("findings list by pages of 3: got %q, want %q", got, want)
+	}
+}

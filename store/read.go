@@ -248,12 +248,13 @@ type FindingFilter struct {
 }
 
 // findingKey is the order findings are listed in: critical first
-// ("critical" sorts before "warning"), then by where they are; the
-// findings_order index (migration 0010) serves it. Findings with the same
+// ("critical" sorts before "warning"), then by where they are, ids in
+// natural order (natural_place: step-2 before step-14), then by the ids
+// themselves; the findings_order index (SQLite migration 0018) serves it. Findings with the same
 // key (rare) are ordered by their body, so that the order, and a page's
 // cursor, is the same on every instance and database holding the same
 // findings.
-var findingKey = []string{"severity", "execution_id", "step_id", "rule", "idempotency_key", "effect_provider", "effect_id"}
+var findingKey = []string{"severity", "natural_place", "execution_id", "step_id", "rule", "idempotency_key", "effect_provider", "effect_id"}
 
 // Findings returns every stored finding the filter selects (up to Limit
 // when set), critical first.

@@ -1050,6 +1050,18 @@ func jsonPairs(pairs [][2]string) string {
 	return string(b)
 }
 
+// naturalPlace is a finding's place as the findings list orders it: each
+// part's trace.NaturalKey, joined by a byte lower than any a part holds
+// (\x01: PostgreSQL's text takes no NUL), so that the tuple's order is the
+// string's.
+func naturalPlace(parts ...string) string {
+	keys := make([]string, len(parts))
+	for i, p := range parts {
+		keys[i] = trace.NaturalKey(p)
+	}
+	return strings.Join(keys, "\x01")
+}
+
 func (t *Tx) insertFinding(source string, f trace.Finding) error {
 	body, err := json.Marshal(f)
 	if err != nil {
@@ -1059,9 +1071,10 @@ func (t *Tx) insertFinding(source string, f trace.Finding) error {
 	if source == "effect" && len(f.Effects) > 0 {
 		ref = f.Effects[0]
 	}
-	err = t.exec(`INSERT INTO findings (execution_id, source, rule, severity, step_id, idempotency_key, effect_provider, effect_id, body)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		f.ExecutionID, source, string(f.Rule), string(f.Severity), f.StepID, f.IdempotencyKey, ref.Provider, ref.ID, string(body))
+	err = t.exec(`INSERT INTO findings (execution_id, source, rule, severity, step_id, idempotency_key, effect_provider, effect_id, natural_place, body)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		f.ExecutionID, source, string(f.Rule), string(f.Severity), f.StepID, f.IdempotencyKey, ref.Provider, ref.ID,
+		naturalPlace(f.ExecutionID, f.StepID, string(f.Rule), f.IdempotencyKey, ref.Provider, ref.ID), string(body))
 	if err != nil {
 		return fmt.Errorf("store: insert finding: %w", err)
 	}

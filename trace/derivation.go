@@ -20,4 +20,8 @@ package trace
 //	   the attempt in flight (issue 21).
 //	5: an attempt's class beats unknown whatever its events' order (an
 //	   MCP client's span and the MCP proxy's event of one call, issue 25).
-const DerivationVersion = 5
+//	6: findings stored with their place's natural key (store migration
+//	   SQLite 0018, PostgreSQL 0011), so that lists of them are in natural
+//	   order (issue 24); an unfinished attempt with no start runs until
+//	   its execution ends (a Temporal activity's pending attempt, issue 26).
+const DerivationVersion = 6

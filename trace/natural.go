@@ -2,6 +2,7 @@ package trace
 
 import (
 	"cmp"
+	"strconv"
 	"strings"
 )
 
@@ -64,4 +65,37 @@ func firstEffect(f Finding) EffectRef {
 		return EffectRef{}
 	}
 	return f.Effects[0]
+}
+
+// NaturalKey is a string whose byte order is CompareNatural's, but for
+// ties (step-7 and step-007 have one key): a store sorts by it, then by
+// the string itself. Each run of digits is written as its length class
+// ('0' plus the number of digits without leading zeros, or past eight
+// '9', the length's own digit count and the length) and the digits, so
+// a longer number sorts later; a digit run starts with a byte from '0'
+// to '9', as the run itself does, so it compares with any other byte as
+// the run's first digit would.
+func NaturalKey(s string) string {
+	var b strings.Builder
+	b.Grow(len(s) + 4)
+	for s != "" {
+		n := digitPrefix(s)
+		if n == 0 {
+			b.WriteByte(s[0])
+			s = s[1:]
+			continue
+		}
+		digits := strings.TrimLeft(s[:n], "0")
+		if l := len(digits); l < 9 {
+			b.WriteByte(byte('0' + l))
+		} else {
+			ls := strconv.Itoa(l)
+			b.WriteByte('9')
+			b.WriteByte(byte('0' + len(ls)))
+			b.WriteString(ls)
+		}
+		b.WriteString(digits)
+		s = s[n:]
+	}
+	return b.String()
 }

@@ -1,8 +1,11 @@
 package trace
 
 import (
+	"cmp"
 	"fmt"
+	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -94,6 +97,35 @@ func TestIncidentsWorstFirst(t *testing.T) {
 		}
 		if !slices.Equal(got, want) {
 			t.Errorf("%s findings: got %v, want %v", order, got, want)
+		}
+	}
+}
+
+// TestNaturalKeyOrdersAsCompareNatural checks, on every pair of many
+// strings of digits, letters and separators, that ordering by NaturalKey
+// and then by the string is CompareNatural's order.
+func TestNaturalKeyOrdersAsCompareNatural(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	alphabet := []string{"a", "-", "_", "0", "1", "5", "9", "Z", "é"}
+	words := []string{"", "0", "00", "step-2", "step-14", "step-123", "step-007", "step-7", "x999999999", "x1000000000", "x0999999999"}
+	for range 400 {
+		var b strings.Builder
+		for range rng.IntN(8) {
+			b.WriteString(alphabet[rng.IntN(len(alphabet))])
+		}
+		if rng.IntN(3) == 0 {
+			b.WriteString(strings.Repeat("9", rng.IntN(12)))
+		}
+		words = append(words, b.String())
+	}
+	sign := func(c int) int { return cmp.Compare(c, 0) }
+	for _, a := range words {
+		for _, b := range words {
+			want := sign(CompareNatural(a, b))
+			got := sign(cmp.Or(strings.Compare(NaturalKey(a), NaturalKey(b)), strings.Compare(a, b)))
+			if got != want {
+				t.Fatalf("%q against %q: by NaturalKey %d (keys %q, %q), CompareNatural %d", a, b, got, NaturalKey(a), NaturalKey(b), want)
+			}
 		}
 	}
 }

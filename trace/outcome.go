@@ -5,13 +5,19 @@ package trace
 //
 // An attempt is lost when the execution is terminal or any attempt of the
 // run started after it: a run that went on cannot still be waiting for it,
-// and a new worker picking up the run always shows as a later start.
+// and a new worker picking up the run always shows as a later start. An
+// attempt whose start nobody recorded (a Temporal activity scheduled but
+// not yet closed: its history holds no start) cannot have been overtaken:
+// it runs until the execution ends.
 func (r Run) Outcome(a Attempt) Outcome {
 	if a.Finished() {
 		return a.Outcome
 	}
 	if r.Execution.Status.Terminal() {
 		return OutcomeLost
+	}
+	if a.StartedAt.IsZero() {
+		return OutcomeRunning
 	}
 	for _, s := range r.Steps {
 		for _, b := range s.Attempts {

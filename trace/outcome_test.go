@@ -30,6 +30,14 @@ func TestOutcome(t *testing.T) {
 			step("s0", "t", EffectRead, try(1, -10, -5, OutcomeOK, worker("w0"))),
 			step("s1", "t", EffectWrite, open)),
 			open, OutcomeRunning},
+		// A Temporal activity scheduled and not yet closed: its history
+		// holds no start, so nothing can have started after it.
+		{"no start recorded, another step went on", running(
+			step("s0", "t", EffectRead, try(1, 0, 5, OutcomeOK)),
+			step("s1", "t", EffectWrite, Attempt{Number: 1})),
+			Attempt{Number: 1}, OutcomeRunning},
+		{"no start recorded, execution terminal", run(step("s1", "t", EffectWrite, Attempt{Number: 1})),
+			Attempt{Number: 1}, OutcomeLost},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

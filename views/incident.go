@@ -204,6 +204,9 @@ func (t *teller) at(when time.Time) string {
 // from a span its name (trace.StepNames: "send_invoice_email #2").
 func (t *teller) stepName() string {
 	tool := t.in.Step.ToolName()
+	if len(t.in.Step.Attempts) > 0 && isTemporalActivity(t.in.Step.Attempts[0]) && tool != "" {
+		return "activity " + tool + " (id " + t.in.Step.ID + ")"
+	}
 	if trace.DerivedStepID(t.in.Step.ID) && tool != "" {
 		return trace.StepNames(t.run.Steps)[t.in.Step.ID]
 	}
@@ -337,9 +340,20 @@ func (t *teller) gapBefore(prev, next trace.Attempt) bool {
 // A call an MCP proxy recorded is told as the protocol has it: "the MCP
 // server invoices delivered msg_1 at +3 ms, the answer to tools/call #7
 // was lost (attempt 1 timed out at +2 s)".
+//
+// A Temporal activity's attempt is told as Temporal has it: "attempt 1 on
+// worker host-a:1234 timed out after 10 s (start-to-close) after mail-api
+// delivered msg_1 at +3 ms".
 func (t *teller) original() (trace.Attempt, bool) {
 	first := t.in.Effects[0]
 	a, ok := t.attemptNumbered(first.Attempt)
+	if ok && isTemporalActivity(a) {
+		t.attemptOnWorker(a)
+		t.text(t.temporalEnding(a) + " after " + first.Provider + " " + effectVerb(first.Provider) + " ")
+		t.effectID(first.Effect)
+		t.text(t.at(first.At))
+		return a, true
+	}
 	if ok && isMCPCall(a) {
 		t.text("the MCP server ")
 	}
@@ -359,6 +373,62 @@ func (t *teller) original() (trace.Attempt, bool) {
 	t.attemptOn(a)
 	t.text(t.ending(a))
 	return a, true
+}
+
+// isTemporalActivity: the attempt is a Temporal activity's, read from its
+// workflow's history or its OpenTelemetry interceptor's RunActivity span
+// (ingest/feed/temporal).
+func isTemporalActivity(a trace.Attempt) bool { return a.RecognisedBy == "temporal" }
+
+// attemptOnWorker writes "attempt 2 on worker host-b:5678", the worker
+// always named: Temporal retries on whichever worker polls first.
+func (t *teller) attemptOnWorker(a trace.Attempt) {
+	t.attempt(a.Number)
+	if a.Worker != "" {
+		t.text(" on worker " + a.Worker)
+	}
+}
+
+// temporalTimeouts are the timeouts a Temporal activity's failure names,
+// however it spells them (TIMEOUT_TYPE_START_TO_CLOSE, "activity
+// StartToClose timeout", "start-to-close").
+var temporalTimeouts = []string{"start-to-close", "heartbeat", "schedule-to-start", "schedule-to-close"}
+
+// temporalTimeout is the timeout an attempt's error names, or "".
+func temporalTimeout(a trace.Attempt) string {
+	squeeze := strings.NewReplacer("_", "", "-", "", " ", "")
+	e := squeeze.Replace(strings.ToLower(a.Error))
+	for _, kind := range temporalTimeouts {
+		if strings.Contains(e, squeeze.Replace(kind)) {
+			return kind
+		}
+	}
+	return ""
+}
+
+// temporalEnding says how an activity's attempt ended: "timed out after
+// 10 s (start-to-close)", "never finished (heartbeat timeout)".
+func (t *teller) temporalEnding(a trace.Attempt) string {
+	kind := temporalTimeout(a)
+	switch t.run.Outcome(a) {
+	case trace.OutcomeTimeout:
+		s := " timed out"
+		if !a.StartedAt.IsZero() && !a.EndedAt.IsZero() {
+			s += " after " + Duration(a.EndedAt.Sub(a.StartedAt))
+		}
+		if kind != "" {
+			s += " (" + kind + ")"
+		}
+		return s
+	case trace.OutcomeLost:
+		if kind != "" {
+			return " never finished (" + kind + " timeout)"
+		}
+		return " never finished"
+	case trace.OutcomeError:
+		return " failed" + t.at(a.EndedAt)
+	}
+	return t.ending(a)
 }
 
 // isMCPCall: an MCP proxy recorded the attempt (ingest/feed/mcp).
@@ -400,13 +470,18 @@ func (t *teller) duplicate() {
 			continue
 		}
 		if !known || !t.gapBefore(prev, a) {
-			t.text(", ")
+			t.text(cmp.Or(map[bool]string{true: "; "}[isTemporalActivity(a)], ", "))
 		}
-		if isMCPCall(a) {
+		switch {
+		case isTemporalActivity(a):
+			t.text("Temporal retried it as ")
+			t.attemptOnWorker(a)
+			t.text(", which " + repeatVerb(ce.Provider))
+		case isMCPCall(a):
 			t.text("the client called the tool again (")
 			t.attemptOn(a)
 			t.text(") and the server " + repeatVerb(ce.Provider))
-		} else {
+		default:
 			t.attemptOn(a)
 			t.text(" " + repeatVerb(ce.Provider))
 		}

@@ -119,6 +119,21 @@ func demoMCP() trace.Run {
 	return run
 }
 
+// demoTemporal is a Temporal activity's run (ingest/feed/temporal): the
+// naive run's send, attempt 1 failing a start-to-close timeout on one
+// worker, retried by Temporal on another; and the crash run's, attempt 1's
+// worker killed, its heartbeat timing out.
+func demoTemporal(run trace.Run, failure string) trace.Run {
+	workers := []string{"host-a:1234", "host-b:5678"}
+	for i := range run.Steps[0].Attempts {
+		a := &run.Steps[0].Attempts[i]
+		a.RecognisedBy, a.Tool, a.Worker = "temporal", "SendInvoiceEmail", workers[i]
+	}
+	run.Steps[0].Tool = "SendInvoiceEmail"
+	run.Steps[0].Attempts[0].Error = failure
+	return run
+}
+
 func demoIncidents(run trace.Run) []views.Incident {
 	return views.NewIncidents(run, trace.AuditRun(run, trace.DefaultConfig), trace.Gaps(run, trace.DefaultConfig))
 }
@@ -138,6 +153,16 @@ func TestIncidentSentences(t *testing.T) {
 			"2 emails to jordan@acme.dev from step-1 (send_invoice_email): the MCP server sandbox-mail delivered msg_689…b2902 at +3 ms, " +
 				"the answer to tools/call #7 was lost (attempt 1 timed out at +1 s without seeing it), " +
 				"the client called the tool again (attempt 2) and the server sent it again without an idempotency key: msg_663…d4d38 at +1.11 s.",
+		}},
+		{"temporal", demoTemporal(demoNaive(), "activity StartToClose timeout"), []string{
+			"2 emails to jordan@acme.dev from activity SendInvoiceEmail (id step-1): attempt 1 on worker host-a:1234 timed out after 1 s (start-to-close) " +
+				"after sandbox-mail delivered msg_689…b2902 at +3 ms; Temporal retried it as attempt 2 on worker host-b:5678, " +
+				"which sent it again without an idempotency key: msg_663…d4d38 at +1.11 s.",
+		}},
+		{"temporal crash", demoTemporal(demoCrash(), ""), []string{
+			"2 emails to jordan@acme.dev from activity SendInvoiceEmail (id step-1): attempt 1 on worker host-a:1234 never finished " +
+				"after sandbox-mail delivered msg_660…93017 at +3 ms, then 6.02 s passed with no process running, " +
+				"and Temporal retried it as attempt 2 on worker host-b:5678, which sent it again without an idempotency key: msg_465…84f46 at +6.02 s.",
 		}},
 		{"crash", demoCrash(), []string{
 			"2 emails to jordan@acme.dev from step-1 (send_invoice_email): sandbox-mail delivered msg_660…93017 at +3 ms, " +

@@ -50,6 +50,16 @@ func (s *Server) handleHealth(c echo.Context) error {
 			"metric_points": s.dropped.metricPoints.Load(),
 		},
 	}
+	// A followed cluster (serve --temporal) that cannot be reached does
+	// not make the server degraded: it serves and takes other ingest all
+	// the same. Its entry says how far behind it is.
+	if s.cfg.FollowStatus != nil {
+		var follow []map[string]any
+		for _, st := range s.cfg.FollowStatus() {
+			follow = append(follow, st.healthBody())
+		}
+		body["follow"] = follow
+	}
 	h := s.cfg.DB.ProbeWrite(c.Request().Context(), writeProbeInterval)
 	s.storageLog.note(s, h)
 	if h.OK {

@@ -248,6 +248,7 @@ type metricsSources struct {
 	db     *store.DB
 	writer *writer.Writer
 	hub    *Hub
+	follow func() []FollowStatus
 }
 
 // serverMetrics is a Metrics bound to one server, with its HTTP handler.
@@ -278,6 +279,9 @@ func (m *Metrics) watch(src metricsSources) {
 		}
 		if src.db != nil {
 			m.reg.MustRegister(&storeCollector{db: src.db})
+		}
+		if src.follow != nil {
+			m.reg.MustRegister(followCollector{status: src.follow})
 		}
 	})
 }

@@ -63,6 +63,9 @@ type Config struct {
 	// a 503; ingest.DefaultDecodeWait when 0.
 	MaxDecodeBytes int64
 	DecodeWait     time.Duration
+	// FollowStatus, when set, reports the followed clusters (serve
+	// --temporal) in /healthz and /metrics (feed_status.go).
+	FollowStatus func() []FollowStatus
 }
 
 // Server serves the UI and the APIs.
@@ -118,7 +121,7 @@ func New(cfg Config) *Server {
 	if token := cfg.Auth.Token(cfg.IngestToken); token != "" {
 		s.auth = newAuthenticator(token, cfg.Auth.SessionTTL, cfg.Now)
 	}
-	s.metrics = newServerMetrics(cfg.Metrics, metricsSources{db: cfg.DB, writer: cfg.Writer, hub: cfg.Hub})
+	s.metrics = newServerMetrics(cfg.Metrics, metricsSources{db: cfg.DB, writer: cfg.Writer, hub: cfg.Hub, follow: cfg.FollowStatus})
 	e.HTTPErrorHandler = s.handleError
 	s.routes()
 	return s

@@ -28,7 +28,7 @@ func naturalOrderTrace() string {
 
 // TestAuditNaturalOrder: audit lists step-2 before step-14 before step-123,
 // from a database and from a server, whose findings API pages them in the
-// store's text order.
+// same order.
 func TestAuditNaturalOrder(t *testing.T) {
 	db := filepath.Join(t.TempDir(), "order.db")
 	if _, errOut, code := runCLI(t, "import", "--db", db, "--in", writeFile(t, "trace.ndjson", naturalOrderTrace())); code != 0 {

@@ -267,10 +267,10 @@ func storedDerivation(t *testing.T, path string) (int, map[string]int) {
 	return v, retries
 }
 
-// startServeOn runs the real binary's serve on the database, returning its
-// base URL, a reader of its log so far, and a stop that sends SIGTERM and
-// returns the whole log once it has exited.
-func startServeOn(t *testing.T, db string) (string, func() string, func() string) {
+// startServeOn runs the real binary's serve on the database, with any
+// extra flags, returning its base URL, a reader of its log so far, and a
+// stop that sends SIGTERM and returns the whole log once it has exited.
+func startServeOn(t *testing.T, db string, extra ...string) (string, func() string, func() string) {
 	t.Helper()
 	logPath := filepath.Join(t.TempDir(), "serve.log")
 	logFile, err := os.Create(logPath)
@@ -278,7 +278,7 @@ func startServeOn(t *testing.T, db string) (string, func() string, func() string
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { logFile.Close() })
-	cmd := exec.Command(cliBinary, "serve", "--addr", "127.0.0.1:0", "--insecure", "--db", db)
+	cmd := exec.Command(cliBinary, append([]string{"serve", "--addr", "127.0.0.1:0", "--insecure", "--db", db}, extra...)...)
 	cmd.Env = cliEnv()
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {

@@ -27,7 +27,7 @@ Usage:
   oncetrace mcp-stdio [flags] -- CMD ARGS: run a stdio MCP server, relaying and recording its tool calls
   oncetrace chaos   [flags]   -- COMMAND: run an agent under one injected fault at a time; exit 1 on a call unsafe to retry
   oncetrace audit   [flags]   print the audit's findings; exit 1 on any critical one
-  oncetrace import  [flags]   [FILE]: load NDJSON events from FILE, or standard input, into a database
+  oncetrace import  [flags]   [FILE]: load NDJSON events (or, with --format temporal, a Temporal workflow history) from FILE, or standard input, into a database
   oncetrace export  [flags]   write a database's events as NDJSON
   oncetrace prune   [flags]   delete executions older than a date, and reclaim the space
   oncetrace version           the version, commit and Go release this binary was built from (also --version)

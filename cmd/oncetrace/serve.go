@@ -19,6 +19,7 @@ import (
 	"github.com/oncetrace/oncetrace/ingest/feed/sandbox"
 	"github.com/oncetrace/oncetrace/ingest/feed/smtpsink"
 	"github.com/oncetrace/oncetrace/ingest/feed/tap"
+	"github.com/oncetrace/oncetrace/ingest/feed/temporal/follow"
 	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/store/postgres"
@@ -54,6 +55,8 @@ type serveConfig struct {
 	allowedHosts          []string
 	retention             retentionFlags // prune.go: --retain, --retain-effects, --redact
 	decode                decodeFlags    // serve_decode.go: --max-decode-bytes, JSON and OTLP shape limits
+	temporalFlags         temporalFlags  // temporal.go: --temporal, its TLS and API key
+	temporal              []follow.Target
 }
 
 func serveFlags(args []string) (serveConfig, error) {
@@ -99,6 +102,7 @@ func serveFlags(args []string) (serveConfig, error) {
 	c.access.register(fs)
 	c.retention.register(fs)
 	c.decode.register(fs, &c.limits)
+	c.temporalFlags.register(fs)
 	fs.Func("tap", "a recording proxy in front of an API: NAME=UPSTREAM@LISTEN, e.g. stripe=https://api.stripe.com@127.0.0.1:9001; NAME is the effects' provider (repeatable; see docs/outbox.md)", func(v string) error {
 		t, err := parseServeTap(v)
 		c.taps = append(c.taps, t)
@@ -129,6 +133,9 @@ func serveFlags(args []string) (serveConfig, error) {
 		return c, err
 	}
 	if c.spanMap, err = c.spanMapFlags.spanMap("serve"); err != nil {
+		return c, err
+	}
+	if c.temporal, err = c.temporalFlags.config(); err != nil {
 		return c, err
 	}
 	if err := c.access.check(); err != nil {
@@ -281,9 +288,13 @@ func runServe(args []string) (err error) {
 		ingestWriter.Close()
 		return err
 	}
+	// The Temporal followers write through the same writer, in the
+	// background: a cluster that is slow or away delays nothing.
+	followers := startTemporal(ctx, c.temporal, c.temporalFlags, ingestWriter, c.limits, c.toolClasses, logger)
+	defer followers.stop() // a no-op after the stops below; first on a failed start
 	srv := web.New(web.Config{DB: db, Writer: ingestWriter, Limits: c.limits, ToolClasses: c.toolClasses, SpanMap: c.spanMap, Analysis: c.analysis, IngestToken: c.token, Webhooks: c.webhooks,
 		Logger: logger, Sandbox: c.sandbox, Hub: hub, AllowedOrigins: c.allowedOrigins, AllowedHosts: c.allowedHosts,
-		Auth: c.auth(), Metrics: metrics, MaxDecodeBytes: c.decode.maxBytes})
+		Auth: c.auth(), Metrics: metrics, MaxDecodeBytes: c.decode.maxBytes, FollowStatus: followers.status()})
 
 	started = true
 	gate.ready(srv)
@@ -323,6 +334,7 @@ func runServe(args []string) (err error) {
 	select {
 	case err := <-serveErr:
 		taps.stop(context.Background())
+		followers.stop()
 		ingestWriter.Close()
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
@@ -336,6 +348,7 @@ func runServe(args []string) (err error) {
 		sink.Close() // returns once the messages being recorded are committed
 	}
 	err = errors.Join(httpServer.Shutdown(shutdownCtx), otlpServer.Shutdown(shutdownCtx), taps.stop(shutdownCtx))
+	followers.stop()     // what a follower was writing is committed, or read again at the next start
 	ingestWriter.Close() // commits whatever is queued before the database closes
 	return err
 }

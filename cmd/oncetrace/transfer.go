@@ -10,18 +10,29 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/oncetrace/oncetrace/ingest"
+	"github.com/oncetrace/oncetrace/ingest/feed/temporal"
 	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store/sqlite"
 )
 
-// runImport loads NDJSON events into a database through the same ingest
-// path as the server, so ids, dedupe, merge rules and limits are the same.
+// importFormats are what import reads, the default first.
+var importFormats = []string{"ndjson", "temporal"}
+
+// runImport loads NDJSON events, or a Temporal workflow history, into a
+// database through the same ingest path as the server, so ids, dedupe,
+// merge rules and limits are the same.
 func runImport(args []string, stdin io.Reader, out io.Writer) error {
 	fs := flag.NewFlagSet("import", flag.ContinueOnError)
 	dbPath := fs.String("db", envOr("ONCETRACE_DB", "oncetrace.db"), "database to load into: a SQLite file or a postgres:// URL (env ONCETRACE_DB)")
-	in := fs.String("in", "-", "NDJSON file to read, - for standard input; the same as giving FILE after the flags")
+	in := fs.String("in", "-", "file to read, - for standard input; the same as giving FILE after the flags")
+	format := fs.String("format", "ndjson", "what the file holds: ndjson (oncetrace events, one a line, as export writes them) or temporal "+
+		"(one workflow run's history as `temporal workflow show --output json` prints it; docs/temporal.md)")
+	var tf temporalImportFlags
+	tf.register(fs)
 	redact := fs.String("redact", defaultRedactFlag(),
 		"mask the values of these keys before storing, as serve does (prune.go); '' masks nothing (env ONCETRACE_REDACT)")
 	limits := importLimits()
@@ -40,6 +51,9 @@ func runImport(args []string, stdin io.Reader, out io.Writer) error {
 		return fmt.Errorf("import: both --in %q and the argument %q name a file to read: give one", *in, files[0])
 	case len(files) == 1:
 		*in = files[0]
+	}
+	if !slices.Contains(importFormats, *format) {
+		return fmt.Errorf("import: --format %q: want one of %s", *format, strings.Join(importFormats, ", "))
 	}
 	if limits.Redact, err = parseRedactFlag(*redact); err != nil {
 		return fmt.Errorf("import: %w", err)
@@ -64,6 +78,9 @@ func runImport(args []string, stdin io.Reader, out io.Writer) error {
 	}
 	w := writer.New(db, writer.DefaultConfig)
 	defer w.Close()
+	if *format == "temporal" {
+		return importTemporal(ctx, w, r, tf, limits, out)
+	}
 
 	var total writer.Result
 	rejected, line := 0, 0
@@ -120,6 +137,48 @@ func runImport(args []string, stdin io.Reader, out io.Writer) error {
 		// Nothing is cut to fit: a rejected event is not stored at all.
 		return fmt.Errorf("import: %d events rejected (an export of a server with raised limits imports with the same --max-* flags)", rejected)
 	}
+	return nil
+}
+
+// temporalImportFlags say what a Temporal history alone does not.
+type temporalImportFlags struct {
+	namespace, workflowID, runID, toolClasses string
+}
+
+func (f *temporalImportFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.namespace, "namespace", "", "--format temporal: the run's Temporal namespace, kept as the execution's label namespace")
+	fs.StringVar(&f.workflowID, "workflow-id", "", "--format temporal: the workflow id, for a history whose WorkflowExecutionStarted carries none")
+	fs.StringVar(&f.runID, "run-id", "", "--format temporal: the run id, for a history that does not say it (see docs/temporal.md)")
+	fs.StringVar(&f.toolClasses, "tool-class", envOr("ONCETRACE_TOOL_CLASS", ""),
+		"--format temporal: classify activity types by glob, as serve --tool-class does tools, e.g. 'Send*=write,Get*=read'; others are unknown (env ONCETRACE_TOOL_CLASS)")
+}
+
+// importTemporal maps one workflow history onto events and stores them. A
+// history that cannot be read or mapped is refused whole.
+func importTemporal(ctx context.Context, w *writer.Writer, r io.Reader, f temporalImportFlags, limits ingest.Limits, out io.Writer) error {
+	classes, err := ingest.ParseToolClasses(f.toolClasses)
+	if err != nil {
+		return fmt.Errorf("import: --tool-class: %w", err)
+	}
+	h, err := temporal.ReadHistoryJSON(r)
+	if err != nil {
+		return fmt.Errorf("import: %w", err)
+	}
+	events, err := temporal.MapHistory(h, temporal.MapOptions{Namespace: f.namespace, WorkflowID: f.workflowID, RunID: f.runID,
+		ToolClasses: classes, Limits: limits})
+	if err != nil {
+		return fmt.Errorf("import: %w", err)
+	}
+	var total writer.Result
+	for batch := range slices.Chunk(events, 1000) {
+		res, err := w.Write(ctx, batch)
+		if err != nil {
+			return fmt.Errorf("import: %w", err)
+		}
+		total.Accepted += res.Accepted
+		total.Duplicates += res.Duplicates
+	}
+	fmt.Fprintf(out, "imported %d events, %d duplicates, 0 rejected (workflow history: %d Temporal events)\n", total.Accepted, total.Duplicates, len(h.GetEvents()))
 	return nil
 }
 
