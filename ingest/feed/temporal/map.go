@@ -208,7 +208,7 @@ func (m *mapper) event(ev *historypb.HistoryEvent) {
 				"labels": map[string]string{"continued_as_new": m.wf + "/" + r}})
 		}
 	case *historypb.HistoryEvent_WorkflowTaskCompletedEventAttributes:
-		m.taskWorker[n] = WorkerOf(a.WorkflowTaskCompletedEventAttributes.GetIdentity())
+		m.taskWorker[n] = trace.NormaliseWorker(a.WorkflowTaskCompletedEventAttributes.GetIdentity())
 
 	case *historypb.HistoryEvent_ActivityTaskScheduledEventAttributes:
 		m.activityScheduled(n, a.ActivityTaskScheduledEventAttributes)
@@ -335,20 +335,6 @@ func (m *mapper) closed(n int64, ev *historypb.HistoryEvent, status trace.Status
 // page tells them as Temporal has them (views: "Temporal retried it").
 const RecognisedBy = "temporal"
 
-// WorkerOf is the worker a Temporal worker identity names, as the
-// OpenTelemetry resource of the same process does (ingest's worker:
-// host.name:process.pid): the SDKs' default identity PID@HOST@ becomes
-// HOST:PID, so that a history's attempt and its RunActivity span name one
-// worker. Any other identity is kept as it is.
-func WorkerOf(identity string) string {
-	pid, rest, ok := strings.Cut(identity, "@")
-	host, _, ok2 := strings.Cut(rest, "@")
-	if !ok || !ok2 || pid == "" || host == "" || strings.Trim(pid, "0123456789") != "" {
-		return identity
-	}
-	return host + ":" + pid
-}
-
 func (m *mapper) attempt(step, tool string, number int, traceID string, args any) map[string]any {
 	class := m.opts.ToolClasses.Classify(tool)
 	if class == "" {
@@ -416,7 +402,7 @@ func (m *mapper) activityStarted(n int64, ev *historypb.HistoryEvent, a *history
 	act.attempt = max(int(a.GetAttempt()), 1)
 	last := m.attempt(act.id, act.typ, act.attempt, act.traceID, act.args)
 	last["started_at"] = stamp(ev.GetEventTime())
-	if w := WorkerOf(a.GetIdentity()); w != "" {
+	if w := trace.NormaliseWorker(a.GetIdentity()); w != "" {
 		last["worker"] = w
 	}
 	m.emit(n, "started", last)

@@ -581,20 +581,3 @@ func TestNamespaceLabelIsOrderFree(t *testing.T) {
 		t.Errorf("without then with:\n%s\nwith then without:\n%s", views[0], views[1])
 	}
 }
-
-// TestWorkerOf: the SDKs' default identity names the worker as the
-// process's OpenTelemetry resource does; any other is kept.
-func TestWorkerOf(t *testing.T) {
-	for identity, want := range map[string]string{
-		"1234@host-a@":               "host-a:1234",
-		"1234@host-a@task-queue-xyz": "host-a:1234",
-		"worker-7":                   "worker-7",
-		"abc@host@":                  "abc@host@",
-		"@host@":                     "@host@",
-		"":                           "",
-	} {
-		if got := temporal.WorkerOf(identity); got != want {
-			t.Errorf("WorkerOf(%q): got %q, want %q", identity, got, want)
-		}
-	}
-}
