@@ -37,8 +37,11 @@ const (
 	receiptRun = "invoice-050603-receipt/01a23525-535b-784c-9d8f-a5941d3b557d"
 	refundRun  = "refund-050603/01a23525-3fb0-7f1d-980f-d4195c66d341"
 	exportRun  = "export-050603/01a23525-5b31-7b5a-9066-364ae972d5f9"
-	workerA    = "4121@host-a@"
-	workerB    = "5678@host-b@"
+	// The workers' identities in the histories are 4121@host-a@ and
+	// 5678@host-b@, named as their processes' OpenTelemetry resources
+	// name them (trace.NormaliseWorker).
+	workerA = "host-a:4121"
+	workerB = "host-b:5678"
 )
 
 var histories = []string{"invoice", "receipt", "refund", "export"}
