@@ -98,7 +98,7 @@ func Build(ctx context.Context, moduleDir string, log io.Writer) (string, error)
 	tmp.Close()
 	defer os.Remove(tmp.Name())
 	fmt.Fprintf(log, "building the Temporal CLI %s into %s (once; about 9 minutes on 2 cores)\n", CLIVersion, bin)
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", tmp.Name(), "github.com/temporalio/cli/cmd/temporal")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", tmp.Name(), "github.com/temporalio/cli/cmd/temporal")
 	cmd.Dir = moduleDir
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Run(); err != nil {
