@@ -127,17 +127,26 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	fmt.Fprintf(cfg.Log, "temporal %s: started workflow %s run %s\n", cfg.Scenario, res.WorkflowID, res.RunID)
 
 	if cfg.Scenario == Crash {
-		sent, err := a.waitFor(ctx, func(ev WorkerEvent) bool { return ev.Event == "send" && ev.Status == http.StatusOK })
+		// The send answered, its HTTP span exported (the only trace of the
+		// lost attempt: its RunActivity span never ends), and the activity
+		// heartbeating: in whatever order the worker printed them.
+		var sent WorkerEvent
+		err := a.waitUntil(ctx, func(evs []WorkerEvent) bool {
+			var exported, heartbeat bool
+			for _, ev := range evs {
+				switch {
+				case ev.Event == "send" && ev.Status == http.StatusOK:
+					sent = ev
+				case ev.Event == "exported" && ev.HTTPSpans > 0:
+					exported = true
+				case ev.Event == "heartbeat":
+					heartbeat = true
+				}
+			}
+			return sent.Status == http.StatusOK && exported && heartbeat
+		})
 		if err != nil {
-			return res, fmt.Errorf("temporaldemo: waiting for worker A's send: %w", err)
-		}
-		// Its HTTP span must have left before the kill: the only trace of
-		// the lost attempt (its RunActivity span never ends).
-		if _, err := a.waitFor(ctx, func(ev WorkerEvent) bool { return ev.Event == "exported" && ev.HTTPSpans > 0 }); err != nil {
-			return res, fmt.Errorf("temporaldemo: waiting for worker A to export its send's span: %w", err)
-		}
-		if _, err := a.waitFor(ctx, func(ev WorkerEvent) bool { return ev.Event == "heartbeat" }); err != nil {
-			return res, fmt.Errorf("temporaldemo: waiting for worker A to heartbeat: %w", err)
+			return res, fmt.Errorf("temporaldemo: waiting for worker A to send, export the send's span and heartbeat: %w", err)
 		}
 		a.kill()
 		res.Killed = a.identity
@@ -243,6 +252,25 @@ func (w *workerProc) waitFor(ctx context.Context, match func(WorkerEvent) bool) 
 			return WorkerEvent{}, fmt.Errorf("the worker exited (%v)", w.cmd.ProcessState)
 		case <-ctx.Done():
 			return WorkerEvent{}, ctx.Err()
+		}
+	}
+}
+
+// waitUntil waits until done holds for all the events printed so far.
+func (w *workerProc) waitUntil(ctx context.Context, done func([]WorkerEvent) bool) error {
+	for {
+		w.mu.Lock()
+		ok, change := done(w.events), w.change
+		w.mu.Unlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-change:
+		case <-w.done:
+			return fmt.Errorf("the worker exited (%v)", w.cmd.ProcessState)
+		case <-ctx.Done():
+			return ctx.Err()
 		}
 	}
 }
