@@ -9,7 +9,7 @@ ADDR    ?= 127.0.0.1:8080
 FUZZTIME ?= 10s
 PKGS    ?= ./...
 
-.PHONY: run test test-steps unit fuzz fuzz-audit bench bench-compare build lint generate check-generated clean fixtures axe
+.PHONY: run test test-steps unit fuzz fuzz-audit bench bench-compare build lint generate check-generated clean fixtures fixtures-temporal axe
 
 ## run: serve the UI and APIs on $(ADDR) with the SQLite file $(DB), the demo loaded once (make run ADDR=127.0.0.1:9090 DB=other.db)
 # A first build downloads the modules and compiles SQLite: minutes of
@@ -50,6 +50,7 @@ CHECK_AXE = [ -f web/testdata/axe/node_modules/axe-core/axe.min.js ] || \
 unit:
 	@$(CHECK_BROWSER)
 	@$(CHECK_AXE)
+	@[ -n "$$ONCETRACE_TEMPORAL_CLI" ] || [ -x "$$(dirname "$$($(GO) env GOCACHE)")/oncetrace-temporal/temporal-v1.5.1" ] || echo "!!! Temporal CLI not built: the Temporal dev-server tests will be SKIPPED; run make fixtures-temporal (builds it once), or set ONCETRACE_REQUIRE_TEMPORAL=1 to make them fail"
 	@[ -n "$$ONCETRACE_TEST_POSTGRES" ] || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || echo "!!! PostgreSQL not found: the store's PostgreSQL tests will be SKIPPED; apt-get install postgresql, or set ONCETRACE_REQUIRE_POSTGRES=1 to make them fail"
 	bash -o pipefail -c '$(GO) test -race -count=1 -timeout 45m -json $(PKGS) | $(GO) run ./cmd/testsummary -report "$(TEST_REPORT)"'
 	$(ORDER_TEST)
@@ -90,7 +91,7 @@ bench-compare:
 build:
 	CGO_ENABLED=0 $(GO) build -ldflags "$(LDFLAGS)" -o bin/oncetrace ./cmd/oncetrace
 
-## fixtures: regenerate ingest/testdata/frameworks/ by running a small agent on real agent frameworks and an MCP client and server through mcp-stdio and tap --mcp (Node 20+ and npm; see its gen/README.md)
+## fixtures: regenerate ingest/testdata/frameworks/: the Temporal runs (fixtures-temporal, Go only), then a small agent on real agent frameworks and an MCP client and server through mcp-stdio and tap --mcp (Node 20+ and npm; see its gen/README.md)
 # FIXTURES_ONCETRACE names an oncetrace binary to use instead of building one
 # from the tree. When npm ci fails three times and the registry does not
 # answer, the committed fixtures stay and the target says so loudly; any
@@ -98,7 +99,7 @@ build:
 FIXTURES_DIR        := ingest/testdata/frameworks
 FIXTURES_ONCETRACE  ?=
 FIXTURES_SKIPPED    := !!! SKIPPED: make fixtures could not reach the npm registry; testing the committed fixtures
-fixtures:
+fixtures: fixtures-temporal
 	@set -e; \
 	if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then \
 		echo "make fixtures: node or npm is not installed"; echo "$(FIXTURES_SKIPPED)"; exit 0; \
@@ -123,6 +124,18 @@ fixtures:
 		echo "$(FIXTURES_SKIPPED)"; exit 0; \
 	fi; \
 	cd $(FIXTURES_DIR)/gen && node run.mjs --oncetrace "$$bin" --out "$(CURDIR)/$(FIXTURES_DIR)"
+
+## fixtures-temporal: record ingest/testdata/frameworks/temporal/{naive,crash,keyed} from a Temporal dev server and Go workers (builds the Temporal CLI once into oncetrace-temporal/ beside GOCACHE, about 9 minutes cold; make fixtures-temporal TEMPORAL_ONLY=crash records one)
+TEMPORAL_ONLY ?=
+fixtures-temporal:
+	@set -e; \
+	bin="$(FIXTURES_ONCETRACE)"; \
+	if [ -z "$$bin" ]; then \
+		bin=bin/oncetrace-fixtures; \
+		echo "$(GO) build -o $$bin ./cmd/oncetrace"; \
+		$(GO) build -ldflags "$(LDFLAGS)" -o $$bin ./cmd/oncetrace; \
+	fi; \
+	$(GO) run ./ingest/feed/temporal/temporaldemo/recordfixtures --oncetrace "$$bin" --out $(FIXTURES_DIR) $(if $(TEMPORAL_ONLY),--only $(TEMPORAL_ONLY))
 
 ## axe: install axe-core (pinned by web/testdata/axe/package-lock.json) for web's TestBrowserAccessibility, which skips without it; three tries, as fixtures
 AXE_DIR := web/testdata/axe

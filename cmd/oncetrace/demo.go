@@ -99,7 +99,8 @@ func runDemoCommand(args []string, out io.Writer) error {
 	fs.DurationVar(&o.timeout, "timeout", time.Second, "the agent's per-attempt timeout")
 	fs.StringVar(&o.journalDir, "journal-dir", "", "where the agent keeps its journals (default: a new temporary directory)")
 	fs.StringVar(&o.runID, "run", "", "suffix of the execution ids (default: the time)")
-	only := fs.String("scenario", "", "comma-separated scenarios to run (default: all): naive, crash, safe, safe-rerun, key-only, crash-safe")
+	only := fs.String("scenario", "", "comma-separated scenarios to run (default: all): naive, crash, safe, safe-rerun, key-only, crash-safe; with --temporal: naive, crash, keyed")
+	temporal := fs.String("temporal", "", "run the scenarios naive, crash and keyed as Temporal workflows on the cluster at HOST:PORT[/NAMESPACE] instead, with workers of this binary sending through --server's sandbox and exporting spans to it")
 	fs.StringVar(&o.via, "via", "sandbox", "sandbox: the agent calls the sandbox mail API; tap: it calls it through a recording proxy (oncetrace tap) that injects the faults and records the emails too")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -111,6 +112,26 @@ func runDemoCommand(args []string, out io.Writer) error {
 		return err
 	}
 	var err error
+	if *temporal != "" {
+		target, err := parseTemporalTarget(*temporal)
+		if err != nil {
+			return fmt.Errorf("demo: %w", err)
+		}
+		names, err := parseTemporalScenarios(*only)
+		if err != nil {
+			return err
+		}
+		ctx, cancel := signalContext()
+		defer cancel()
+		if threshold := serverGapThreshold(ctx, o.server); !flagSet(fs, "gap") && threshold >= o.gap {
+			// Temporal's own wait (heartbeat timeout and retry interval,
+			// about 3 s) comes on top; the crash gap must still show.
+			o.gap = threshold + time.Second
+			fmt.Fprintf(out, "demo: the server shows gaps longer than %s; the crash scenario starts its second worker %s after killing the first\n", threshold, o.gap)
+		}
+		_, err = runTemporalDemo(ctx, o, target, names)
+		return err
+	}
 	if o.only, err = parseScenarios(*only); err != nil {
 		return err
 	}
@@ -119,9 +140,7 @@ func runDemoCommand(args []string, out io.Writer) error {
 	}
 	ctx, cancel := signalContext()
 	defer cancel()
-	gapSet := false
-	fs.Visit(func(f *flag.Flag) { gapSet = gapSet || f.Name == "gap" })
-	if threshold := serverGapThreshold(ctx, o.server); !gapSet && threshold >= o.gap {
+	if threshold := serverGapThreshold(ctx, o.server); !flagSet(fs, "gap") && threshold >= o.gap {
 		// A gap shorter than the server's threshold would not show as a
 		// crash gap; the scenarios are there to show one.
 		o.gap = threshold + time.Second
@@ -129,6 +148,13 @@ func runDemoCommand(args []string, out io.Writer) error {
 	}
 	_, err = runDemo(ctx, o)
 	return err
+}
+
+// flagSet reports whether the command line set the flag name.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // serverGapThreshold asks the server how long a silence must be to show as

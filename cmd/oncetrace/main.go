@@ -65,6 +65,8 @@ func main() {
 		os.Exit(code)
 	case "demo-worker": // an agent process the demo starts; not for people
 		err = runDemoWorker(args)
+	case "temporal-worker": // a Temporal worker process demo --temporal starts; not for people
+		err = runTemporalWorker(args)
 	case "chaos":
 		var failed bool
 		failed, err = runChaosCommand(args, os.Stdout, os.Stderr)

@@ -155,6 +155,9 @@ func replayFrameworks(t *testing.T, serverURL string) {
 		if strings.HasPrefix(filepath.Base(filepath.Dir(dir)), "langgraph") && filepath.Base(dir) == "keyed" {
 			continue
 		}
+		if filepath.Base(filepath.Dir(dir)) == "temporal" {
+			continue // recorded after pre-v3 (issue 26)
+		}
 		lines, err := os.ReadFile(filepath.Join(dir, "requests.jsonl"))
 		if err != nil {
 			t.Fatal(err)

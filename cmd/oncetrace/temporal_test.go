@@ -30,7 +30,7 @@ import (
 // restart and one started after it both end complete, and what was stored
 // before is still there.
 func TestServeFollowsTemporal(t *testing.T) {
-	srv := devserver.StartServer(t, devserver.Options{DBFilename: filepath.Join(t.TempDir(), "temporal.db")})
+	srv := devserver.StartServer(t, devserver.Options{Persist: true})
 	g := &blockGate{}
 	c := startBlockingWorker(t, srv.HostPort, g)
 	base, logText, _ := startServeOn(t, filepath.Join(t.TempDir(), "oncetrace.db"),
@@ -57,7 +57,9 @@ func TestServeFollowsTemporal(t *testing.T) {
 			t.Fatalf("/healthz follow with the cluster stopped: got %v, want unreachable with errors", h)
 		}
 	}
-	srv.Restart()
+	if err := srv.Restart(context.Background()); err != nil {
+		t.Fatalf("restart the dev server: %v", err)
+	}
 	after := startBlockingWorkflow(t, c, "invoice-after")
 	waitExecutionStatus(t, base, after, "running", logText)
 	g.release("invoice-across")

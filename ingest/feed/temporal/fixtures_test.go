@@ -63,7 +63,7 @@ func TestFrameworkFixtureHistories(t *testing.T) {
 				t.Fatalf("step %s: got %s with %d attempts, want %s with %d", st.ID, st.Tool, len(st.Attempts), m.ActivityType, m.Attempts)
 			}
 			last := st.Attempts[len(st.Attempts)-1]
-			if last.Outcome != trace.OutcomeOK || last.Worker != m.FinalWorker || last.StartedAt.IsZero() || last.TraceID != m.TraceID {
+			if last.Outcome != trace.OutcomeOK || last.Worker != trace.NormaliseWorker(m.FinalWorker) || last.StartedAt.IsZero() || last.TraceID != m.TraceID {
 				t.Errorf("last attempt: got %s on %q from %v in trace %q, want ok on %s with its start", last.Outcome, last.Worker, last.StartedAt, last.TraceID, m.FinalWorker)
 			}
 			kind := map[string]string{"TIMEOUT_TYPE_START_TO_CLOSE": "start-to-close", "TIMEOUT_TYPE_HEARTBEAT": "heartbeat"}[m.LastFailureTimeout]

@@ -272,7 +272,7 @@ func storedEvents(t *testing.T, db *store.DB, executionID string) int {
 // the lag grows) and comes back with its state (--db-filename); a run
 // open across the restart and one started after it both end completed.
 func TestFollowAcrossARestart(t *testing.T) {
-	srv := devserver.StartServer(t, devserver.Options{DBFilename: filepath.Join(t.TempDir(), "temporal.db")})
+	srv := devserver.StartServer(t, devserver.Options{Persist: true})
 	g := &gate{}
 	c := startWorker(t, srv.HostPort, g)
 	db, w := oncetrace(t)
@@ -290,7 +290,9 @@ func TestFollowAcrossARestart(t *testing.T) {
 			t.Fatalf("status with the cluster stopped: got %+v, want unreachable with an error", st)
 		}
 	}
-	srv.Restart()
+	if err := srv.Restart(context.Background()); err != nil {
+		t.Fatalf("restart the dev server: %v", err)
+	}
 	after := startWorkflow(t, c, "after")
 	g.release("across")
 	g.release("after")
@@ -330,7 +332,9 @@ func TestFollowAcrossAnInMemoryRestart(t *testing.T) {
 	open := startWorkflow(t, c, "open")
 	waitStatus(t, db, open, trace.StatusRunning, 30*time.Second)
 
-	srv.Restart()
+	if err := srv.Restart(context.Background()); err != nil {
+		t.Fatalf("restart the dev server: %v", err)
+	}
 	after := startWorkflow(t, c, "after")
 	waitStatus(t, db, after, trace.StatusRunning, 60*time.Second)
 	g.release("after")
