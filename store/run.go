@@ -429,6 +429,7 @@ func assembleRun(run trace.Run, attempts []trace.Attempt, spans []trace.Span, ef
 	id := run.Execution.ID
 	run.Steps = groupSteps(attempts)
 	run.Spans = spans
+	run.FillLostEngineAttempts()
 	ownKeys, ownTraces := setOf(keys), setOf(traces)
 	for _, f := range effects {
 		if f.ExecutionID == id || f.IdempotencyKey != "" && ownKeys[f.IdempotencyKey] || ownTraces[f.TraceID] && !f.StrayTrace ||
@@ -476,7 +477,8 @@ func sortedSet(set map[string]bool) []string {
 	return out
 }
 
-// groupSteps groups attempts (sorted by step, then number) into steps,
+// groupSteps groups attempts (sorted by step, then number) into steps, an
+// engine's history and spans of one attempt merged (MergeEngineAttempts),
 // ordered by when each step first started, then in natural id order as
 // trace's own grouping orders them. A step's tool, effect class and
 // provider come from its lowest-numbered attempt that names them. Each
@@ -489,7 +491,7 @@ func groupSteps(attempts []trace.Attempt) []trace.Step {
 		for end < len(attempts) && attempts[end].StepID == attempts[start].StepID {
 			end++
 		}
-		s := trace.Step{ExecutionID: attempts[start].ExecutionID, ID: attempts[start].StepID, Attempts: attempts[start:end:end]}
+		s := trace.Step{ExecutionID: attempts[start].ExecutionID, ID: attempts[start].StepID, Attempts: trace.MergeEngineAttempts(attempts[start:end:end])}
 		for _, a := range s.Attempts {
 			s.Tool, s.Effect, s.Provider = cmp.Or(s.Tool, a.Tool), cmp.Or(s.Effect, a.Effect), cmp.Or(s.Provider, a.Provider)
 		}

@@ -48,6 +48,7 @@ func (w World) runs() ([]Run, map[string]bool) {
 	}
 	b.addPeers()
 	for i := range b.runs {
+		b.runs[i].FillLostEngineAttempts()
 		b.runs[i].FoldHTTPCalls() // as the store's loadRun does, after keys decided who owns what
 	}
 	return b.runs, b.stray

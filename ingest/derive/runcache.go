@@ -405,6 +405,7 @@ func (s *runSource) patch(e *cachedRun) (*cachedRun, error) {
 	terms := e.replaceAttempts(changed)
 	if len(changed) > 0 {
 		run.Steps = store.ReplaceSteps(e.raw.Steps, changed)
+		run.FillLostEngineAttempts() // as a run read whole is (store's assembleRun)
 	}
 	added, err := s.addedEffects(e, terms)
 	if err != nil {
