@@ -480,8 +480,9 @@ func sortedSet(set map[string]bool) []string {
 // groupSteps groups attempts (sorted by step, then number) into steps, an
 // engine's history and spans of one attempt merged (MergeEngineAttempts),
 // ordered by when each step first started, then in natural id order as
-// trace's own grouping orders them. A step's tool, effect class and
-// provider come from its lowest-numbered attempt that names them. Each
+// trace's own grouping orders them. A step's tool and provider come from
+// its lowest-numbered attempt that names them, its effect class from the
+// lowest-numbered that names one other than unknown, if any does. Each
 // step's attempts are a part of attempts, not a copy (capped, so that an
 // append to them copies).
 func groupSteps(attempts []trace.Attempt) []trace.Step {
@@ -493,7 +494,10 @@ func groupSteps(attempts []trace.Attempt) []trace.Step {
 		}
 		s := trace.Step{ExecutionID: attempts[start].ExecutionID, ID: attempts[start].StepID, Attempts: trace.MergeEngineAttempts(attempts[start:end:end])}
 		for _, a := range s.Attempts {
-			s.Tool, s.Effect, s.Provider = cmp.Or(s.Tool, a.Tool), cmp.Or(s.Effect, a.Effect), cmp.Or(s.Provider, a.Provider)
+			s.Tool, s.Provider = cmp.Or(s.Tool, a.Tool), cmp.Or(s.Provider, a.Provider)
+			if s.Effect == "" || s.Effect == trace.EffectUnknown && a.Effect != "" {
+				s.Effect = a.Effect // a class beats unknown, as in an attempt's fold
+			}
 		}
 		steps = append(steps, s)
 		start = end

@@ -103,6 +103,9 @@ func fillFromSpan(h, s Attempt) Attempt {
 	if h.EndedAt.IsZero() {
 		h.EndedAt = s.EndedAt
 	}
+	if h.Effect == "" || h.Effect == EffectUnknown {
+		h.Effect = cmp.Or(s.Effect, h.Effect) // a class beats unknown, as the fold has it
+	}
 	h.Worker = cmp.Or(h.Worker, s.Worker)
 	h.TraceID, h.SpanID = cmp.Or(h.TraceID, s.TraceID), s.SpanID
 	if h.Outcome == "" {

@@ -78,7 +78,7 @@ func TestFrameworkDocScreenshots(t *testing.T) {
 // by the test. The replay then stamps each email with the time its request
 // was recorded, not the time it was replayed: otherwise the emails would be
 // drawn minutes or days after the spans they came from.
-func startServerWithSandboxClock(t *testing.T, name string) (*testServer, *atomic.Int64) {
+func startServerWithSandboxClock(t *testing.T, name string, opts ...func(*web.Config)) (*testServer, *atomic.Int64) {
 	t.Helper()
 	db, err := sqlite.Open(context.Background(), t.TempDir()+"/oncetrace.db", sqlite.SyncNormal)
 	if err != nil {
@@ -87,8 +87,12 @@ func startServerWithSandboxClock(t *testing.T, name string) (*testServer, *atomi
 	clock := &atomic.Int64{} // Unix nanoseconds
 	clock.Store(time.Now().UnixNano())
 	w := writer.New(db, writer.DefaultConfig)
-	ts := httptest.NewServer(web.New(web.Config{DB: db, Writer: w, Limits: ingest.DefaultLimits, Analysis: trace.DefaultConfig,
-		Sandbox: sandbox.Config{Now: func() time.Time { return time.Unix(0, clock.Load()).UTC() }}}))
+	cfg := web.Config{DB: db, Writer: w, Limits: ingest.DefaultLimits, Analysis: trace.DefaultConfig,
+		Sandbox: sandbox.Config{Now: func() time.Time { return time.Unix(0, clock.Load()).UTC() }}}
+	for _, opt := range opts {
+		opt(&cfg)
+	}
+	ts := httptest.NewServer(web.New(cfg))
 	t.Cleanup(func() {
 		ts.Close()
 		w.Close()

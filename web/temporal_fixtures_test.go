@@ -8,11 +8,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/oncetrace/oncetrace/ingest"
 	"github.com/oncetrace/oncetrace/ingest/feed/temporal"
 	"github.com/oncetrace/oncetrace/trace"
+	"github.com/oncetrace/oncetrace/views"
 	"github.com/oncetrace/oncetrace/web"
 )
 
@@ -88,7 +91,7 @@ func loadTemporalFixture(t *testing.T, name string) temporalFixture {
 // post sends the parts of the run ("history", "otlp", "mail") in the order
 // given, each as it would arrive: the history's events through the native
 // API, the OTLP requests as recorded, the mail requests to the sandbox.
-func (r temporalFixture) post(t *testing.T, srv *testServer, parts ...string) {
+func (r temporalFixture) post(t *testing.T, srv *testServer, clock *atomic.Int64, parts ...string) {
 	t.Helper()
 	for _, part := range parts {
 		switch part {
@@ -114,6 +117,7 @@ func (r temporalFixture) post(t *testing.T, srv *testServer, parts ...string) {
 				case part == "otlp":
 					replayOTLP(t, srv, fixtureRun{dir: r.dir, manifest: fixtureManifest{Framework: "temporal", Run: r.name}}, q)
 				case part == "mail":
+					clock.Store(int64(q.AtMS * float64(time.Millisecond))) // the email stamped when it was sent
 					replayMail(t, srv, fixtureRun{dir: r.dir, manifest: fixtureManifest{Framework: "temporal", Run: r.name}}, q)
 				}
 			}
@@ -194,13 +198,14 @@ func (x temporalExecution) rules() map[trace.Rule]bool {
 }
 
 // startTemporalServer is a server that classes the activity as the
-// scenario's user would (--tool-class SendInvoiceEmail=write).
-func startTemporalServer(t *testing.T, name string) *testServer {
+// scenario's user would (--tool-class SendInvoiceEmail=write), its
+// sandbox's clock set by the replay.
+func startTemporalServer(t *testing.T, name string) (*testServer, *atomic.Int64) {
 	classes, err := ingest.ParseToolClasses("SendInvoiceEmail=write")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return startServerOn(t, "sqlite", name, ingest.DefaultLimits, func(c *web.Config) { c.ToolClasses = classes })
+	return startServerWithSandboxClock(t, name, func(c *web.Config) { c.ToolClasses = classes })
 }
 
 // TestTemporalFixtures replays the recorded runs, history and traces in
@@ -213,8 +218,8 @@ func TestTemporalFixtures(t *testing.T) {
 			r := loadTemporalFixture(t, name)
 			var reads [][]byte
 			for _, order := range [][]string{{"mail", "history", "otlp"}, {"otlp", "mail", "history"}, {"history", "otlp", "mail"}} {
-				srv := startTemporalServer(t, name)
-				r.post(t, srv, order...)
+				srv, clock := startTemporalServer(t, name)
+				r.post(t, srv, clock, order...)
 				raw, x, ids := r.read(t, srv)
 				reads = append(reads, raw)
 				if len(ids) != 1 || ids[0] != r.manifest.ExecutionID || x.Execution.Name != r.manifest.WorkflowType || x.Execution.Status != "completed" {
@@ -277,8 +282,8 @@ func TestTemporalFixtureHistoryAlone(t *testing.T) {
 	for _, name := range []string{"naive", "crash"} {
 		t.Run(name, func(t *testing.T) {
 			r := loadTemporalFixture(t, name)
-			srv := startTemporalServer(t, name)
-			r.post(t, srv, "mail", "history")
+			srv, clock := startTemporalServer(t, name)
+			r.post(t, srv, clock, "mail", "history")
 			_, x, ids := r.read(t, srv)
 			if len(ids) != 1 || len(x.Steps) != 1 || len(x.Steps[0].Attempts) != r.manifest.Attempts {
 				t.Fatalf("got executions %q, steps %+v; want one with one step of %d attempts", ids, x.Steps, r.manifest.Attempts)
@@ -299,8 +304,8 @@ func TestTemporalFixtureTracesAlone(t *testing.T) {
 	for _, name := range []string{"naive", "crash"} {
 		t.Run(name, func(t *testing.T) {
 			r := loadTemporalFixture(t, name)
-			srv := startTemporalServer(t, name)
-			r.post(t, srv, "otlp", "mail")
+			srv, clock := startTemporalServer(t, name)
+			r.post(t, srv, clock, "otlp", "mail")
 			_, x, ids := r.read(t, srv)
 			if len(ids) != 1 || len(x.Steps) != 1 || len(x.Steps[0].Attempts) != r.manifest.Attempts {
 				t.Fatalf("got executions %q, steps %+v; want one with one step of %d attempts", ids, x.Steps, r.manifest.Attempts)
@@ -320,4 +325,35 @@ func TestTemporalFixtureTracesAlone(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTemporalDocScreenshot writes docs/img/temporal-crash.png, the crash
+// run (history and traces) as the page shows it, for docs/temporal.md. It
+// runs only with -docshots:
+//
+//	go test ./web -run TestTemporalDocScreenshot -docshots -v
+func TestTemporalDocScreenshot(t *testing.T) {
+	if !*docShots {
+		t.Skip("writes docs/img/temporal-crash.png: run with -docshots")
+	}
+	chromium := requireChromium(t)
+	ctx := startBrowser(t, chromium)
+	setColorScheme(t, ctx, "light")
+	r := loadTemporalFixture(t, "crash")
+	srv, clock := startTemporalServer(t, "crash")
+	r.post(t, srv, clock, "history", "otlp", "mail")
+	_, x, _ := r.read(t, srv)
+	browserLoad(t, ctx, srv.ts.URL+views.ExecutionURL(r.manifest.ExecutionID))
+	for sel, want := range map[string]int{
+		`[data-testid=execution-header] [data-testid=audit-critical]`: 1,
+		`[data-testid=lane]`:                             1,
+		`[data-testid=incident]`:                         1,
+		`[data-testid=outbox-lane] [data-testid=effect]`: 2,
+	} {
+		if got := browserEval[int](t, ctx, countSelector(sel)); got != want {
+			t.Errorf("%s: got %d, want %d", sel, got, want)
+		}
+	}
+	writeCroppedScreenshot(t, ctx, filepath.Join(docsImageDir, "temporal-crash.png"))
+	t.Logf("crash run: %d attempts, gaps %+v, critical %v", len(x.Steps[0].Attempts), x.Gaps, x.rules())
 }
