@@ -127,10 +127,12 @@ func TestTemporalLostAttemptOrderFree(t *testing.T) {
 		if err := json.Unmarshal(srv.get(t, "/api/v1/executions/"+execution), &x); err != nil {
 			t.Fatal(err)
 		}
+		// The killed worker's attempt is its HTTP call (trace.FillLostEngineAttempts):
+		// lost, before the second worker's.
 		if len(x.Steps) != 1 || x.Steps[0].StepID != "5" || x.Steps[0].Tool != "SendInvoiceEmail" || x.Steps[0].Effect != "unknown" ||
-			len(x.Steps[0].Attempts) != 1 || x.Steps[0].Attempts[0].SpanID != runAct || x.Steps[0].Attempts[0].Worker != "vm:5506" ||
-			x.Steps[0].Attempts[0].Outcome != "ok" {
-			t.Errorf("order %d: steps: got %+v, want step 5 of SendInvoiceEmail, class unknown, with the second worker's attempt (vm:5506, ok)", i, x.Steps)
+			len(x.Steps[0].Attempts) != 2 || x.Steps[0].Attempts[0].Outcome != "lost" ||
+			x.Steps[0].Attempts[1].SpanID != runAct || x.Steps[0].Attempts[1].Worker != "vm:5506" || x.Steps[0].Attempts[1].Outcome != "ok" {
+			t.Errorf("order %d: steps: got %+v, want step 5 of SendInvoiceEmail, class unknown, attempt 1 lost, attempt 2 the second worker's (vm:5506, ok)", i, x.Steps)
 		}
 		if len(x.Effects) != 2 {
 			t.Errorf("order %d: effects: got %+v, want both emails", i, x.Effects)
