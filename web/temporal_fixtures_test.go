@@ -258,8 +258,10 @@ func TestTemporalFixtures(t *testing.T) {
 						t.Errorf("%v: got gaps %+v, want one crash gap longer than the 5 s threshold", order, x.Gaps)
 					}
 				case "keyed":
-					if len(rules) != 0 {
-						t.Errorf("%v: got critical findings %v, want none", order, rules)
+					// Every attempt sent the key (its HTTP span recorded
+					// the header), so there is nothing to warn of either.
+					if len(x.Findings) != 0 {
+						t.Errorf("%v: got findings %+v, want none", order, x.Findings)
 					}
 				}
 			}

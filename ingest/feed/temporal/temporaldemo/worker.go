@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	oteltrace "go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
 	temporalotel "go.temporal.io/sdk/contrib/opentelemetry"
@@ -75,7 +76,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	defer c.Close()
 	acts := &Activities{
 		MailURL: cfg.MailURL, Token: cfg.Token, Scenario: cfg.Scenario,
-		HTTP: &http.Client{Transport: otelhttp.NewTransport(http.DefaultTransport,
+		HTTP: &http.Client{Transport: otelhttp.NewTransport(recordKeyHeader{http.DefaultTransport},
 			otelhttp.WithTracerProvider(tp), otelhttp.WithPropagators(propagation.TraceContext{}))},
 		Report: out.event,
 	}
@@ -180,4 +181,19 @@ func (l *lineWriter) event(ev WorkerEvent) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.w.Write(append(b, '\n'))
+}
+
+// recordKeyHeader records the request's Idempotency-Key on otelhttp's
+// client span as the semantic conventions name a captured request header
+// (http.request.header.idempotency-key), as a worker whose instrumentation
+// captures that header does: the span then says which key each attempt
+// sent, also for a retry the provider answered from its key store, which
+// leaves no effect of its own to say it.
+type recordKeyHeader struct{ next http.RoundTripper }
+
+func (r recordKeyHeader) RoundTrip(req *http.Request) (*http.Response, error) {
+	if key := req.Header.Get("Idempotency-Key"); key != "" {
+		oteltrace.SpanFromContext(req.Context()).SetAttributes(attribute.StringSlice("http.request.header.idempotency-key", []string{key}))
+	}
+	return r.next.RoundTrip(req)
 }
