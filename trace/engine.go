@@ -210,3 +210,29 @@ func (r *Run) FillLostEngineAttempts() {
 	}
 	r.Steps[step].Attempts = out
 }
+
+// EngineEvents are what a workflow engine's history tells of a run beside
+// its activities: signals, timers, markers, cancel requests, each a
+// context span at the run's top (no parent), and the client's start of the
+// workflow. Only a run with an engine's attempts has them; an agent's
+// context spans (its chains and sub-agents) stay in the trace's tree.
+func (r Run) EngineEvents() []Span {
+	engine := false
+	for _, s := range r.Steps {
+		if len(s.Attempts) > 0 && s.Attempts[0].RecognisedBy == EngineTemporal {
+			engine = true
+			break
+		}
+	}
+	if !engine {
+		return nil
+	}
+	var out []Span
+	for _, s := range r.Spans {
+		if s.Role == RoleContext && s.ParentSpanID == "" && !s.StartedAt.IsZero() {
+			out = append(out, s)
+		}
+	}
+	sortSpans(out)
+	return out
+}

@@ -87,6 +87,10 @@ type Timeline struct {
 	// steps: they count in no step, attempt or retry.
 	Models       []ModelMark
 	ModelSummary string // "12 calls · 3120 in / 480 out"
+	// Events are a workflow engine's signals, timers and markers
+	// (trace.Run.EngineEvents), drawn in a lane of their own.
+	Events       []ModelMark
+	EventSummary string // "3 events"
 	Compact      bool
 	// Silence, while a running execution has shown no activity for longer
 	// than the gap threshold, says so: "no process seen for 12 s".
@@ -372,6 +376,10 @@ func NewTimeline(in TimelineInput) Timeline {
 		tl.Models = newModelMarks(win.shownModels(ext.models), win.sc, win.tmax, win.w0, win.w1)
 		tl.ModelSummary = modelSummary(ext.models)
 	}
+	if len(ext.events) > 0 {
+		tl.Events = newEventMarks(win.shownModels(ext.events), win.sc, win.tmax, win.w0, win.w1)
+		tl.EventSummary = plural(len(ext.events), "event", "events")
+	}
 
 	lc := newLaneContext(in, win, tl.Compact)
 	plan := planLanes(run.Steps, lc, in.Marks)
@@ -403,10 +411,11 @@ type runExtent struct {
 	attempts   int
 	own        []trace.Effect // a peer's effect under a shared key is on the key page only
 	models     []trace.Span
+	events     []trace.Span // a workflow engine's (trace.Run.EngineEvents)
 }
 
 func newRunExtent(run trace.Run) runExtent {
-	ext := runExtent{own: run.OwnEffects(), models: run.ModelCalls()}
+	ext := runExtent{own: run.OwnEffects(), models: run.ModelCalls(), events: run.EngineEvents()}
 	times := []time.Time{run.Execution.StartedAt, run.Execution.EndedAt}
 	for _, s := range run.Steps {
 		for _, a := range s.Attempts {
@@ -419,6 +428,9 @@ func newRunExtent(run trace.Run) runExtent {
 	}
 	for _, m := range ext.models {
 		times = append(times, m.StartedAt, m.EndedAt)
+	}
+	for _, e := range ext.events {
+		times = append(times, e.StartedAt, e.EndedAt)
 	}
 	ext.tmin, ext.tmax = span(times)
 	return ext
@@ -991,6 +1003,33 @@ func newModelMarks(calls []trace.Span, sc scale, tmax, w0, w1 time.Time) []Model
 			m.Title += " (clipped to the range shown)"
 		}
 		if l, ok := p.place([]string{ModelLabel(c), modelShortLabel(c)}, x0, x0+w, labelFont); ok {
+			m.Label = l
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// newEventMarks lays out a workflow engine's events as the model calls
+// are: a bar each (a signal or a marker is an instant: the narrowest bar),
+// its name under it where it fits and always in its title.
+func newEventMarks(events []trace.Span, sc scale, tmax, w0, w1 time.Time) []ModelMark {
+	out := make([]ModelMark, 0, len(events))
+	p := newPlacer(ChartWidth, laneRows)
+	for _, e := range events {
+		x0 := sc.px(e.StartedAt)
+		w := max(sc.px(endOrSpan(e, e.StartedAt))-x0, minBarW)
+		if x0+w > ChartWidth {
+			x0 = ChartWidth - w
+		}
+		m := ModelMark{X: x0, W: w, Title: e.Name + " at " + UTC(e.StartedAt)}
+		if !e.EndedAt.IsZero() && e.EndedAt.After(e.StartedAt) {
+			m.Title += ", until " + UTC(e.EndedAt)
+		}
+		if e.StartedAt.Before(w0) || endOrSpan(e, e.StartedAt).After(w1) {
+			m.Title += " (clipped to the range shown)"
+		}
+		if l, ok := p.place([]string{e.Name}, x0, x0+w, labelFont); ok {
 			m.Label = l
 		}
 		out = append(out, m)

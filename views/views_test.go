@@ -1339,3 +1339,48 @@ func TestEffectWhat(t *testing.T) {
 		}
 	}
 }
+
+// TestWorkflowEventsLane: a Temporal run's signals, timers and markers
+// (context spans at the run's top, from its history) get a lane of their
+// own, each a bar with its name; an agent's context spans do not.
+func TestWorkflowEventsLane(t *testing.T) {
+	temporalStep := func() trace.Step {
+		s := step("5", "SendInvoiceEmail", trace.EffectWrite, "mail-api", try(1, 1, 2, trace.OutcomeOK))
+		s.Attempts[0].RecognisedBy = trace.EngineTemporal
+		return s
+	}
+	events := []trace.Span{
+		{ExecutionID: execID, TraceID: "t1", SpanID: "s1", Role: trace.RoleContext, Name: "signal approve", StartedAt: at(0.5), EndedAt: at(0.5)},
+		{ExecutionID: execID, TraceID: "t1", SpanID: "s2", Role: trace.RoleContext, Name: "timer 6 (1s)", StartedAt: at(2), EndedAt: at(3)},
+		{ExecutionID: execID, TraceID: "t1", SpanID: "s3", ParentSpanID: "s2", Role: trace.RoleContext, Name: "nested", StartedAt: at(2.5)},
+	}
+	for _, tc := range []struct {
+		name  string
+		step  trace.Step
+		names []string
+	}{
+		{"temporal", temporalStep(), []string{"signal approve", "timer 6 (1s)"}},
+		{"agent", step("step-1", "send_invoice_email", trace.EffectWrite, "mail-api", try(1, 1, 2, trace.OutcomeOK)), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			run := trace.Run{Execution: trace.Execution{ID: execID, Status: trace.StatusCompleted, StartedAt: at(0), EndedAt: at(3)},
+				Steps: []trace.Step{tc.step}, Spans: events}
+			doc := renderPage(t, views.ExecutionPage(executionView(run)))
+			lanes, marks := byTestID(doc, "events-lane"), byTestID(doc, "workflow-event")
+			if len(tc.names) == 0 {
+				if len(lanes) != 0 {
+					t.Errorf("got a workflow events lane for an agent's run, want none")
+				}
+				return
+			}
+			if len(lanes) != 1 || len(marks) != len(tc.names) {
+				t.Fatalf("got %d events lanes with %d events, want one with %d", len(lanes), len(marks), len(tc.names))
+			}
+			for i, m := range marks {
+				if got := text(m); !strings.Contains(got, tc.names[i]+" at ") {
+					t.Errorf("event %d: got title %q, want %q at its time", i, got, tc.names[i])
+				}
+			}
+		})
+	}
+}

@@ -359,3 +359,46 @@ func TestTemporalDocScreenshot(t *testing.T) {
 	writeCroppedScreenshot(t, ctx, filepath.Join(docsImageDir, "temporal-crash.png"))
 	t.Logf("crash run: %d attempts, gaps %+v, critical %v", len(x.Steps[0].Attempts), x.Gaps, x.rules())
 }
+
+// TestTemporalHistoryEventsOnTheTimeline: a history's signal and timer are
+// drawn in the timeline's workflow events lane.
+func TestTemporalHistoryEventsOnTheTimeline(t *testing.T) {
+	f, err := os.Open("../ingest/feed/temporal/testdata/invoice.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h, err := temporal.ReadHistoryJSON(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := temporal.MapHistory(h, temporal.MapOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, _ := startTemporalServer(t, "invoice")
+	var body bytes.Buffer
+	execution := ""
+	for _, ev := range events {
+		body.Write(ev.Body)
+		body.WriteByte('\n')
+		if ev.Type == trace.EventExecution && execution == "" {
+			execution = ev.Execution.ID
+		}
+	}
+	resp, err := http.Post(srv.ts.URL+"/api/v1/events", "application/x-ndjson", &body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	page := string(getBody(t, srv.ts.URL+views.ExecutionURL(execution)))
+	lane := strings.Index(page, `data-testid="events-lane"`)
+	if lane < 0 {
+		t.Fatalf("execution page of %s: got no workflow events lane", execution)
+	}
+	for _, want := range []string{"signal ", "timer "} {
+		if !strings.Contains(page[lane:], want) {
+			t.Errorf("workflow events lane: got no %q", want)
+		}
+	}
+}
