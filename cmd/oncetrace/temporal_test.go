@@ -44,6 +44,7 @@ func TestServeFollowsTemporal(t *testing.T) {
 	}
 	g.release("invoice-1")
 	waitExecutionStatus(t, base, first, "completed", logText)
+	checkFollowedActivity(t, base, first)
 
 	across := startBlockingWorkflow(t, c, "invoice-across")
 	waitExecutionStatus(t, base, across, "running", logText)
@@ -167,6 +168,35 @@ func (silentTemporalLog) Error(string, ...any) {}
 
 // waitExecutionStatus waits until the server shows the execution with the
 // status, named after the workflow type.
+// checkFollowedActivity: the followed run's history made its activity a
+// step (temporal.MapHistory), Block, with one attempt that ended ok on the
+// test's worker and is recognised as Temporal's.
+func checkFollowedActivity(t *testing.T, base, id string) {
+	t.Helper()
+	resp, err := http.Get(base + "/api/v1/execution?execution_id=" + url.QueryEscape(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Steps []struct {
+			Tool     string `json:"tool"`
+			Attempts []struct {
+				Outcome      string `json:"outcome"`
+				Worker       string `json:"worker"`
+				RecognisedBy string `json:"recognised_by"`
+			} `json:"attempts"`
+		} `json:"steps"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	if len(body.Steps) != 1 || body.Steps[0].Tool != "Block" || len(body.Steps[0].Attempts) != 1 ||
+		body.Steps[0].Attempts[0].Outcome != "ok" || body.Steps[0].Attempts[0].Worker == "" || body.Steps[0].Attempts[0].RecognisedBy != "temporal" {
+		t.Errorf("execution %s: got steps %+v, want its activity Block with one attempt, ok, on its worker, recognised_by temporal", id, body.Steps)
+	}
+}
+
 func waitExecutionStatus(t *testing.T, base, id, want string, logText func() string) {
 	t.Helper()
 	var got string
