@@ -103,17 +103,7 @@ func loadFixtureRuns(t *testing.T) []fixtureRun {
 		if err := json.Unmarshal(data, &r.manifest); err != nil {
 			t.Fatalf("%s: %v", m, err)
 		}
-		lines, err := os.ReadFile(filepath.Join(r.dir, "requests.jsonl"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, line := range bytes.Split(bytes.TrimSpace(lines), []byte("\n")) {
-			var q fixtureRequest
-			if err := json.Unmarshal(line, &q); err != nil {
-				t.Fatalf("%s: requests.jsonl: %v", r.dir, err)
-			}
-			r.requests = append(r.requests, q)
-		}
+		r.requests = readFixtureRequests(t, r.dir)
 		runs = append(runs, r)
 	}
 	frameworks := map[string]bool{}
@@ -127,6 +117,25 @@ func loadFixtureRuns(t *testing.T) []fixtureRun {
 		}
 	}
 	return runs
+}
+
+// readFixtureRequests reads a recording's requests.jsonl: what the run
+// sent, in order.
+func readFixtureRequests(t *testing.T, dir string) []fixtureRequest {
+	t.Helper()
+	lines, err := os.ReadFile(filepath.Join(dir, "requests.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []fixtureRequest
+	for _, line := range bytes.Split(bytes.TrimSpace(lines), []byte("\n")) {
+		var q fixtureRequest
+		if err := json.Unmarshal(line, &q); err != nil {
+			t.Fatalf("%s: requests.jsonl: %v", dir, err)
+		}
+		out = append(out, q)
+	}
+	return out
 }
 
 // replayOTLP posts one recorded export request as it was sent.

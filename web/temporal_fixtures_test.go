@@ -62,17 +62,7 @@ func loadTemporalFixture(t *testing.T, name string) temporalFixture {
 	if err := json.Unmarshal(data, &r.manifest); err != nil {
 		t.Fatalf("%s: manifest: %v", name, err)
 	}
-	lines, err := os.ReadFile(filepath.Join(r.dir, "requests.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range bytes.Split(bytes.TrimSpace(lines), []byte("\n")) {
-		var q fixtureRequest
-		if err := json.Unmarshal(line, &q); err != nil {
-			t.Fatalf("%s: requests.jsonl: %v", name, err)
-		}
-		r.requests = append(r.requests, q)
-	}
+	r.requests = readFixtureRequests(t, r.dir)
 	f, err := os.Open(filepath.Join(r.dir, "history.json"))
 	if err != nil {
 		t.Fatal(err)
