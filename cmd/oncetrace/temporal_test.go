@@ -9,15 +9,8 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"go.temporal.io/sdk/activity"
-	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncetrace/oncetrace/ingest/feed/temporal/devserver"
 )
@@ -31,7 +24,7 @@ import (
 // before is still there.
 func TestServeFollowsTemporal(t *testing.T) {
 	srv := devserver.StartServer(t, devserver.Options{Persist: true})
-	g := &blockGate{}
+	g := &devserver.Gate{}
 	c := startBlockingWorker(t, srv.HostPort, g)
 	base, logText, _ := startServeOn(t, filepath.Join(t.TempDir(), "oncetrace.db"),
 		"--temporal", srv.HostPort+"/default", "--temporal-poll-interval", "200ms")
@@ -42,7 +35,7 @@ func TestServeFollowsTemporal(t *testing.T) {
 	if h["state"] != "following" || h["target"] != srv.HostPort+"/default" || h["runs_followed"] != 1.0 {
 		t.Errorf("/healthz follow while invoice-1 runs: got %v, want following %s/default with 1 run followed", h, srv.HostPort)
 	}
-	g.release("invoice-1")
+	g.Release("invoice-1")
 	waitExecutionStatus(t, base, first, "completed", logText)
 	checkFollowedActivity(t, base, first)
 
@@ -63,8 +56,8 @@ func TestServeFollowsTemporal(t *testing.T) {
 	}
 	after := startBlockingWorkflow(t, c, "invoice-after")
 	waitExecutionStatus(t, base, after, "running", logText)
-	g.release("invoice-across")
-	g.release("invoice-after")
+	g.Release("invoice-across")
+	g.Release("invoice-after")
 	waitExecutionStatus(t, base, across, "completed", logText)
 	waitExecutionStatus(t, base, after, "completed", logText)
 	waitExecutionStatus(t, base, first, "completed", logText)
@@ -91,80 +84,19 @@ func TestServeFollowsTemporal(t *testing.T) {
 	}
 }
 
-// blockGate holds each Block activity until the test releases its
-// workflow.
-type blockGate struct {
-	mu    sync.Mutex
-	chans map[string]chan struct{}
-}
-
-func (g *blockGate) ch(id string) chan struct{} {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.chans == nil {
-		g.chans = map[string]chan struct{}{}
-	}
-	if g.chans[id] == nil {
-		g.chans[id] = make(chan struct{})
-	}
-	return g.chans[id]
-}
-
-func (g *blockGate) release(id string) { close(g.ch(id)) }
-
-func (g *blockGate) Block(ctx context.Context) (string, error) {
-	select {
-	case <-g.ch(activity.GetInfo(ctx).WorkflowExecution.ID):
-		return "released", nil
-	case <-ctx.Done():
-		return "", ctx.Err()
-	}
-}
-
-// blockingWorkflow runs the Block activity once.
-func blockingWorkflow(ctx workflow.Context) (string, error) {
-	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 10 * time.Minute,
-		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1}})
-	var out string
-	err := workflow.ExecuteActivity(ctx, "Block").Get(ctx, &out)
-	return out, err
-}
-
 const blockingQueue = "oncetrace-serve-temporal-test"
 
-func startBlockingWorker(t *testing.T, hostPort string, g *blockGate) client.Client {
-	t.Helper()
-	c, err := client.Dial(client.Options{HostPort: hostPort, Logger: silentTemporalLog{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := worker.New(c, blockingQueue, worker.Options{})
-	w.RegisterWorkflowWithOptions(blockingWorkflow, workflow.RegisterOptions{Name: "InvoiceWorkflow"})
-	w.RegisterActivityWithOptions(g.Block, activity.RegisterOptions{Name: "Block"})
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.Stop(); c.Close() })
-	return c
+// startBlockingWorker runs a worker of InvoiceWorkflow whose activity
+// Block waits for g (devserver's blocking worker).
+func startBlockingWorker(t *testing.T, hostPort string, g *devserver.Gate) *devserver.BlockingWorker {
+	return devserver.StartBlockingWorker(t, hostPort, "InvoiceWorkflow", blockingQueue, g)
 }
 
 // startBlockingWorkflow starts one and returns its oncetrace execution id,
 // WORKFLOW_ID/RUN_ID.
-func startBlockingWorkflow(t *testing.T, c client.Client, id string) string {
-	t.Helper()
-	run, err := c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: id, TaskQueue: blockingQueue}, "InvoiceWorkflow")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id + "/" + run.GetRunID()
+func startBlockingWorkflow(t *testing.T, w *devserver.BlockingWorker, id string) string {
+	return w.Start(t, id)
 }
-
-type silentTemporalLog struct{}
-
-func (silentTemporalLog) Debug(string, ...any) {}
-func (silentTemporalLog) Info(string, ...any)  {}
-func (silentTemporalLog) Warn(string, ...any)  {}
-func (silentTemporalLog) Error(string, ...any) {}
 
 // waitExecutionStatus waits until the server shows the execution with the
 // status, named after the workflow type.

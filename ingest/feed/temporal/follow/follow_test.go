@@ -5,16 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	historypb "go.temporal.io/api/history/v1"
-	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/worker"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncetrace/oncetrace/ingest"
 	"github.com/oncetrace/oncetrace/ingest/feed/temporal/devserver"
@@ -25,82 +20,17 @@ import (
 	"github.com/oncetrace/oncetrace/trace"
 )
 
-// gate holds each blocked activity until the test releases its workflow.
-type gate struct {
-	mu    sync.Mutex
-	chans map[string]chan struct{}
-}
-
-func (g *gate) ch(id string) chan struct{} {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.chans == nil {
-		g.chans = map[string]chan struct{}{}
-	}
-	if g.chans[id] == nil {
-		g.chans[id] = make(chan struct{})
-	}
-	return g.chans[id]
-}
-
-func (g *gate) release(id string) { close(g.ch(id)) }
-
-// Block is the test's one activity: it returns once the test releases
-// the workflow that scheduled it.
-func (g *gate) Block(ctx context.Context) (string, error) {
-	id := activity.GetInfo(ctx).WorkflowExecution.ID
-	select {
-	case <-g.ch(id):
-		return "released", nil
-	case <-ctx.Done():
-		return "", ctx.Err()
-	}
-}
-
-// BlockingWorkflow runs Block once.
-func BlockingWorkflow(ctx workflow.Context) (string, error) {
-	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{StartToCloseTimeout: 10 * time.Minute,
-		RetryPolicy: &temporal.RetryPolicy{MaximumAttempts: 1}})
-	var out string
-	err := workflow.ExecuteActivity(ctx, "Block").Get(ctx, &out)
-	return out, err
-}
-
 const taskQueue = "oncetrace-follow-test"
 
-// startWorker runs a worker of BlockingWorkflow on hostPort until the test
-// ends.
-func startWorker(t *testing.T, hostPort string, g *gate) client.Client {
-	t.Helper()
-	c, err := client.Dial(client.Options{HostPort: hostPort, Logger: quiet{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := worker.New(c, taskQueue, worker.Options{})
-	w.RegisterWorkflow(BlockingWorkflow)
-	w.RegisterActivityWithOptions(g.Block, activity.RegisterOptions{Name: "Block"})
-	if err := w.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { w.Stop(); c.Close() })
-	return c
+// startWorker runs a worker of BlockingWorkflow (devserver's blocking
+// worker) on hostPort until the test ends.
+func startWorker(t *testing.T, hostPort string, g *devserver.Gate) *devserver.BlockingWorker {
+	return devserver.StartBlockingWorker(t, hostPort, "BlockingWorkflow", taskQueue, g)
 }
 
-func startWorkflow(t *testing.T, c client.Client, id string) string {
-	t.Helper()
-	run, err := c.ExecuteWorkflow(context.Background(), client.StartWorkflowOptions{ID: id, TaskQueue: taskQueue}, BlockingWorkflow)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id + "/" + run.GetRunID()
+func startWorkflow(t *testing.T, w *devserver.BlockingWorker, id string) string {
+	return w.Start(t, id)
 }
-
-type quiet struct{}
-
-func (quiet) Debug(string, ...any) {}
-func (quiet) Info(string, ...any)  {}
-func (quiet) Warn(string, ...any)  {}
-func (quiet) Error(string, ...any) {}
 
 // oncetrace is a real SQLite database and writer.
 func oncetrace(t *testing.T) (*store.DB, *writer.Writer) {
@@ -149,14 +79,14 @@ func waitStatus(t *testing.T, db *store.DB, id string, want trace.Status, within
 
 func TestFollowRunningThenClosed(t *testing.T) {
 	hostPort, _ := devserver.Start(t)
-	g := &gate{}
+	g := &devserver.Gate{}
 	c := startWorker(t, hostPort, g)
 	db, w := oncetrace(t)
 
 	// Closed before the follower starts: found by the look-back.
 	before := startWorkflow(t, c, "before")
-	g.release("before")
-	waitClosed(t, c, "before")
+	g.Release("before")
+	waitClosed(t, c.Client, "before")
 
 	f := startFollower(t, hostPort, w, follow.DefaultMaxRuns)
 	waitStatus(t, db, before, trace.StatusCompleted, 30*time.Second)
@@ -166,7 +96,7 @@ func TestFollowRunningThenClosed(t *testing.T) {
 	if st := f.Status(); st.State != follow.StateFollowing || st.RunsFollowed != 1 || st.LastPoll.IsZero() || st.Lag > 10*time.Second {
 		t.Errorf("status while one run is open: got %+v, want following, 1 run followed, a recent poll", st)
 	}
-	g.release("during")
+	g.Release("during")
 	waitStatus(t, db, during, trace.StatusCompleted, 30*time.Second)
 
 	// Read again and again, the history stores nothing twice.
@@ -192,7 +122,7 @@ func TestFollowRunningThenClosed(t *testing.T) {
 // gains while it runs (a signal), and goes from running to completed.
 func TestFollowOverTheCap(t *testing.T) {
 	hostPort, _ := devserver.Start(t)
-	g := &gate{}
+	g := &devserver.Gate{}
 	c := startWorker(t, hostPort, g)
 	db, w := oncetrace(t)
 	target, err := follow.ParseTarget(hostPort)
@@ -209,9 +139,9 @@ func TestFollowOverTheCap(t *testing.T) {
 		t.Errorf("status: got %d followed and %d polled, want 1 and 1", st.RunsFollowed, st.RunsPolled)
 	}
 	for _, id := range []string{"a", "b"} {
-		x := id + "/" + runID(t, c, id)
+		x := id + "/" + runID(t, c.Client, id)
 		before := storedEvents(t, db, x)
-		if err := c.SignalWorkflow(context.Background(), id, "", "nudge", nil); err != nil {
+		if err := c.Client.SignalWorkflow(context.Background(), id, "", "nudge", nil); err != nil {
 			t.Fatal(err)
 		}
 		for deadline := time.Now().Add(30 * time.Second); storedEvents(t, db, x) <= before; time.Sleep(100 * time.Millisecond) {
@@ -221,8 +151,8 @@ func TestFollowOverTheCap(t *testing.T) {
 		}
 	}
 	waitStatus(t, db, b, trace.StatusRunning, time.Second)
-	g.release("a")
-	g.release("b")
+	g.Release("a")
+	g.Release("b")
 	waitStatus(t, db, a, trace.StatusCompleted, 30*time.Second)
 	waitStatus(t, db, b, trace.StatusCompleted, 30*time.Second)
 }
@@ -273,7 +203,7 @@ func storedEvents(t *testing.T, db *store.DB, executionID string) int {
 // open across the restart and one started after it both end completed.
 func TestFollowAcrossARestart(t *testing.T) {
 	srv := devserver.StartServer(t, devserver.Options{Persist: true})
-	g := &gate{}
+	g := &devserver.Gate{}
 	c := startWorker(t, srv.HostPort, g)
 	db, w := oncetrace(t)
 	f := startFollower(t, srv.HostPort, w, follow.DefaultMaxRuns)
@@ -294,8 +224,8 @@ func TestFollowAcrossARestart(t *testing.T) {
 		t.Fatalf("restart the dev server: %v", err)
 	}
 	after := startWorkflow(t, c, "after")
-	g.release("across")
-	g.release("after")
+	g.Release("across")
+	g.Release("after")
 	waitStatus(t, db, after, trace.StatusCompleted, 60*time.Second)
 	waitStatus(t, db, across, trace.StatusCompleted, 60*time.Second)
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
@@ -322,12 +252,12 @@ func waitClosed(t *testing.T, c client.Client, id string) {
 // is followed.
 func TestFollowAcrossAnInMemoryRestart(t *testing.T) {
 	srv := devserver.StartServer(t, devserver.Options{})
-	g := &gate{}
+	g := &devserver.Gate{}
 	c := startWorker(t, srv.HostPort, g)
 	db, w := oncetrace(t)
 	f := startFollower(t, srv.HostPort, w, follow.DefaultMaxRuns)
 	before := startWorkflow(t, c, "before")
-	g.release("before")
+	g.Release("before")
 	waitStatus(t, db, before, trace.StatusCompleted, 30*time.Second)
 	open := startWorkflow(t, c, "open")
 	waitStatus(t, db, open, trace.StatusRunning, 30*time.Second)
@@ -337,7 +267,7 @@ func TestFollowAcrossAnInMemoryRestart(t *testing.T) {
 	}
 	after := startWorkflow(t, c, "after")
 	waitStatus(t, db, after, trace.StatusRunning, 60*time.Second)
-	g.release("after")
+	g.Release("after")
 	waitStatus(t, db, after, trace.StatusCompleted, 60*time.Second)
 	waitStatus(t, db, before, trace.StatusCompleted, time.Second)
 	waitStatus(t, db, open, trace.StatusRunning, time.Second) // the cluster forgot it; oncetrace did not
