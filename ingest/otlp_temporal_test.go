@@ -107,3 +107,40 @@ func TestMapOTLPTemporalRoots(t *testing.T) {
 		t.Errorf("SignalWorkflow root: got role %s, want context", got)
 	}
 }
+
+// TestMapOTLPTemporalTypeScript: the TypeScript SDK's interceptor names
+// the ids temporalWorkflowId, run_id and temporalActivityId; its run maps
+// as the Go SDK's does.
+func TestMapOTLPTemporalTypeScript(t *testing.T) {
+	ts := func(attrs kv) kv {
+		out := kv{}
+		for k, v := range attrs {
+			switch k {
+			case "temporalWorkflowID":
+				k = "temporalWorkflowId"
+			case "temporalRunID":
+				k = "run_id"
+			case "temporalActivityID":
+				k = "temporalActivityId"
+			}
+			out[k] = v
+		}
+		return out
+	}
+	run := temporalRun()
+	for i := range run {
+		run[i].attrs = ts(run[i].attrs)
+	}
+	events := mapSpans(t, kv{"host.name": "vm", "process.pid": 4673}, run...)
+	if x := events[otlpEventID(1, 2)].Execution; x == nil || x.ID != "invoice-1/run-1" || x.Name != "InvoiceWorkflow" {
+		t.Fatalf("RunWorkflow: got %+v, want the execution invoice-1/run-1 named InvoiceWorkflow", x)
+	}
+	for _, id := range []byte{4, 6} {
+		if a := attemptOf(t, events, id); a.ExecutionID != "invoice-1/run-1" || a.StepID != "5" || a.Tool != "SendInvoiceEmail" || a.RecognisedBy != "temporal" {
+			t.Errorf("RunActivity %d: got %+v, want an attempt of step 5 of invoice-1/run-1, tool SendInvoiceEmail, recognised_by temporal", id, a)
+		}
+	}
+	if got := roleOf(events, 3); got != "context" {
+		t.Errorf("StartActivity: got role %s, want context", got)
+	}
+}
