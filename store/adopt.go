@@ -51,27 +51,44 @@ func (t *Tx) AdoptTraceSpans(traces []string) (TraceAdoptions, error) {
 	if err := rows.Err(); err != nil {
 		return out, fmt.Errorf("store: owners of traces: %w", err)
 	}
+	// Where each trace's spans that name only their trace are now: one
+	// query for the commit's traces, not one a trace.
+	held, err := t.QueryContext(t.ctx, `SELECT DISTINCT s.trace_id, s.execution_id FROM spans s WHERE s.trace_id IN `+listParam+` AND `+traceNamed+`
+		ORDER BY 1, 2`, jsonList(traces))
+	if err != nil {
+		return out, fmt.Errorf("store: spans of traces: %w", err)
+	}
+	holders := map[string][]string{}
+	for held.Next() {
+		var traceID, executionID string
+		if err := held.Scan(&traceID, &executionID); err != nil {
+			held.Close()
+			return out, fmt.Errorf("store: spans of traces: %w", err)
+		}
+		holders[traceID] = append(holders[traceID], executionID)
+	}
+	held.Close()
+	if err := held.Err(); err != nil {
+		return out, fmt.Errorf("store: spans of traces: %w", err)
+	}
 	changed := map[string]bool{}
 	for _, traceID := range sortedSet(setOf(traces)) {
 		owner := traceID
 		if len(named[traceID]) == 1 {
 			owner = named[traceID][0]
 		}
-		from, err := t.strings(`SELECT DISTINCT s.execution_id FROM spans s WHERE s.trace_id = ? AND s.execution_id != ? AND `+traceNamed,
-			traceID, owner)
-		if err != nil {
+		from := slices.DeleteFunc(slices.Clone(holders[traceID]), func(x string) bool { return x == owner })
+		if len(from) == 0 {
+			continue // nothing to move, and nothing moved that would leave a placeholder behind
+		}
+		if err := t.exec(`UPDATE spans SET execution_id = ? WHERE trace_id = ? AND execution_id != ? AND EXISTS (SELECT 1 FROM events v
+			WHERE v.entity = `+t.entitySQL("'s'", "spans.trace_id", "spans.span_id")+` AND v.execution_id = spans.trace_id)`,
+			owner, traceID, owner); err != nil {
 			return out, fmt.Errorf("store: adopt the spans of trace %s: %w", traceID, err)
 		}
-		if len(from) > 0 {
-			if err := t.exec(`UPDATE spans SET execution_id = ? WHERE trace_id = ? AND execution_id != ? AND EXISTS (SELECT 1 FROM events v
-				WHERE v.entity = `+t.entitySQL("'s'", "spans.trace_id", "spans.span_id")+` AND v.execution_id = spans.trace_id)`,
-				owner, traceID, owner); err != nil {
-				return out, fmt.Errorf("store: adopt the spans of trace %s: %w", traceID, err)
-			}
-			changed[owner] = true
-			for _, x := range from {
-				changed[x] = true
-			}
+		changed[owner] = true
+		for _, x := range from {
+			changed[x] = true
 		}
 		if owner == traceID {
 			continue

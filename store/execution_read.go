@@ -108,22 +108,20 @@ func (db *DB) ReadExecution(ctx context.Context, id string, orphans func(trace.R
 			return err
 		}
 		var states map[trace.EffectRef]trace.MatchState
-		if beside, done := db.sameSnapshot(ctx, paired, r.Token); beside != nil {
+		beside, done := db.sameSnapshot(ctx, paired, r.Token)
+		if beside != nil {
 			defer done()
 			r.Run, states, r.Findings, err = loadRunBeside(ctx, tx, beside, id, fed)
-			if err != nil {
-				return err
-			}
-			if testHookAfterRunRead != nil {
-				testHookAfterRunRead()
-			}
 		} else {
-			if r.Run, states, err = loadRunStates(ctx, tx, id, fed); err != nil {
-				return err
-			}
-			if testHookAfterRunRead != nil {
-				testHookAfterRunRead()
-			}
+			r.Run, states, err = loadRunStates(ctx, tx, id, fed)
+		}
+		if err != nil {
+			return err
+		}
+		if testHookAfterRunRead != nil {
+			testHookAfterRunRead()
+		}
+		if beside == nil {
 			if r.Findings, _, err = findings(ctx, tx, FindingFilter{ExecutionID: id}); err != nil {
 				return err
 			}

@@ -1010,6 +1010,28 @@ func newModelMarks(calls []trace.Span, sc scale, tmax, w0, w1 time.Time) []Model
 	return out
 }
 
+// markLaneView is what markLane draws: a lane of bars that are not
+// attempts, in the timeline's head.
+type markLaneView struct {
+	Class, TestID, Name, Summary string
+	MarkTestID, LabelTestID      string
+	Marks                        []ModelMark
+}
+
+// modelLane is the model calls' lane: one bar each, with the model and
+// its tokens where there is room and always in the hover title.
+func (t Timeline) modelLane() markLaneView {
+	return markLaneView{Class: "tl-row model-lane", TestID: "model-lane", Name: "model calls", Summary: t.ModelSummary,
+		MarkTestID: "model-call", LabelTestID: "model-label", Marks: t.Models}
+}
+
+// eventsLane is a workflow engine's signals, timers and markers: what its
+// history tells of the run beside its activities.
+func (t Timeline) eventsLane() markLaneView {
+	return markLaneView{Class: "tl-row model-lane events-lane", TestID: "events-lane", Name: "workflow events", Summary: t.EventSummary,
+		MarkTestID: "workflow-event", LabelTestID: "event-label", Marks: t.Events}
+}
+
 // newEventMarks lays out a workflow engine's events as the model calls
 // are: a bar each (a signal or a marker is an instant: the narrowest bar),
 // its name under it where it fits and always in its title.

@@ -1,6 +1,10 @@
 package derive
 
-import "github.com/oncetrace/oncetrace/store"
+import (
+	"slices"
+
+	"github.com/oncetrace/oncetrace/store"
+)
 
 // The attribute pass gives the commit's effects their executions. An
 // effect naming no execution belongs to its trace's, else, until its
@@ -82,19 +86,27 @@ func (d *derivation) attribute(p *foldPlan) (byTrace map[string][]string, err er
 	return byTrace, nil
 }
 
-// noteJoins notes what the stray joins changed.
-func (d *derivation) noteJoins(r *reach, joins store.StrayJoins) {
-	for _, id := range joins.Executions {
+// readWhole notes executions a pass changed in a way the run cache's
+// patching does not follow (effects joined, spans moved): changed ones are
+// reached and read whole; dropped ones are reached no more.
+func (d *derivation) readWhole(r *reach, changed, dropped []string) {
+	for _, id := range changed {
 		r.executions[id] = true
+	}
+	for _, id := range dropped {
+		delete(r.executions, id)
+	}
+	for _, id := range slices.Concat(changed, dropped) {
 		r.ch.executions[id] = true
 		if d.cache != nil {
-			delete(d.cache.runs, id) // read whole: its effects changed in a way patching does not follow
+			delete(d.cache.runs, id)
 		}
 	}
-	for _, id := range joins.Dropped {
-		delete(r.executions, id)
-		r.ch.executions[id] = true
-	}
+}
+
+// noteJoins notes what the stray joins changed.
+func (d *derivation) noteJoins(r *reach, joins store.StrayJoins) {
+	d.readWhole(r, joins.Executions, joins.Dropped)
 	for _, ref := range joins.Effects {
 		r.ch.effects[ref] = true
 		r.effectRefs = append(r.effectRefs, ref)
@@ -133,19 +145,6 @@ func (d *derivation) adopt(p *foldPlan) error {
 	if err != nil {
 		return err
 	}
-	for _, id := range adopted.Executions {
-		p.executions[id] = true
-		p.ch.executions[id] = true
-		if d.cache != nil {
-			delete(d.cache.runs, id) // read whole: its spans moved in a way patching does not follow
-		}
-	}
-	for _, id := range adopted.Dropped {
-		delete(p.executions, id)
-		p.ch.executions[id] = true
-		if d.cache != nil {
-			delete(d.cache.runs, id)
-		}
-	}
+	d.readWhole(&p.reach, adopted.Executions, adopted.Dropped)
 	return nil
 }
