@@ -71,7 +71,7 @@ func (d *decodeFlags) check(bodyBytes int64) error {
 // clients) and the garbage of decoding, which the collector then reclaims
 // sooner, so that a budget held in full does not double the process's
 // size before the next collection.
-const memoryLimitHeadroom = 96 << 20
+const memoryLimitHeadroom = 64 << 20
 
 // applyMemoryLimit sets the Go runtime's soft memory limit to the decode
 // budget plus headroom, unless GOMEMLIMIT says otherwise. It is soft: a
