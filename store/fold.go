@@ -55,12 +55,8 @@ func (t *Tx) ExecutionRow(id string) (trace.Execution, error) {
 
 // StepAttempts reads the attempts of one step by number.
 func (t *Tx) StepAttempts(executionID, stepID string) ([]trace.Attempt, error) {
-	rows, err := t.QueryContext(t.ctx, `SELECT `+attemptColumns+` FROM attempts WHERE execution_id = ? AND step_id = ? ORDER BY attempt`,
+	as, err := readAttempts(t.ctx, t, 0, `SELECT `+attemptsRead+` FROM attempts WHERE execution_id = ? AND step_id = ? ORDER BY attempt`,
 		executionID, stepID)
-	if err != nil {
-		return nil, fmt.Errorf("store: attempts of %s/%s: %w", executionID, stepID, err)
-	}
-	as, err := scanAttempts(rows)
 	if err != nil {
 		return nil, fmt.Errorf("store: attempts of %s/%s: %w", executionID, stepID, err)
 	}
@@ -71,12 +67,8 @@ func (t *Tx) StepAttempts(executionID, stepID string) ([]trace.Attempt, error) {
 // carry a key: the peers that key gives a run. An empty key is no key
 // and finds none (keyed).
 func (t *Tx) AttemptsWithKey(key, notExecution string) ([]trace.Attempt, error) {
-	rows, err := t.QueryContext(t.ctx, `SELECT `+attemptColumns+` FROM attempts WHERE idempotency_key = ? AND `+keyed+` AND execution_id != ?
+	as, err := readAttempts(t.ctx, t, 0, `SELECT `+attemptsRead+` FROM attempts WHERE idempotency_key = ? AND `+keyed+` AND execution_id != ?
 		ORDER BY execution_id, step_id, attempt`, key, notExecution)
-	if err != nil {
-		return nil, fmt.Errorf("store: attempts with key %s: %w", key, err)
-	}
-	as, err := scanAttempts(rows)
 	if err != nil {
 		return nil, fmt.Errorf("store: attempts with key %s: %w", key, err)
 	}

@@ -654,12 +654,8 @@ func (db *DB) AttemptsWithKey(ctx context.Context, key string) ([]trace.Attempt,
 }
 
 func attemptsWithKey(ctx context.Context, q querier, key string) ([]trace.Attempt, error) {
-	rows, err := q.QueryContext(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE idempotency_key = ? AND `+keyed+`
+	attempts, err := readAttempts(ctx, q, 0, `SELECT `+attemptsRead+` FROM attempts WHERE idempotency_key = ? AND `+keyed+`
 		ORDER BY started_at NULLS FIRST, execution_id, step_id, attempt`, key)
-	if err != nil {
-		return nil, fmt.Errorf("store: attempts with key: %w", err)
-	}
-	attempts, err := scanAttempts(rows)
 	if err != nil {
 		return nil, fmt.Errorf("store: attempts with key: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -37,29 +38,110 @@ func scanExecution(row interface{ Scan(...any) error }, extra ...any) (trace.Exe
 const attemptColumns = `execution_id, step_id, attempt, tool, effect, provider, outcome, deduplicated, idempotency_key,
 	worker, started_at, ended_at, args, result, error, conflicts, trace_id, span_id, recognised_by`
 
-func scanAttempts(rows *sql.Rows) ([]trace.Attempt, error) { return scanAttemptsSized(rows, 0) }
+// attemptsRead is where a query given to readAttempts names its columns.
+const attemptsRead = `{attempt columns}`
 
-// scanAttemptsSized is scanAttempts with room for about expect attempts
-// made at once: an attempt is some 400 bytes, and growing a slice of
-// 10,000 of them by doubling copies twice that.
-func scanAttemptsSized(rows *sql.Rows, expect int) ([]trace.Attempt, error) {
+// unitSeparator joins an attempt's text fields into one column
+// (packedAttemptColumns). ASCII's own separator: JSON escapes it, and a
+// name or error holding it makes readAttempts read the plain columns.
+const unitSeparator = "\x1f"
+
+// packedTextFields are the attempt's text fields packedAttemptColumns
+// joins, in the order scanPackedAttempt splits them.
+var packedTextFields = []string{"tool", "effect", "provider", "outcome", "idempotency_key", "worker", "args", "result", "error",
+	"conflicts", "trace_id", "span_id", "recognised_by"}
+
+// packedAttemptColumns read an attempt in 7 columns instead of 19: its
+// key and numbers apart, its text fields joined by the unit separator
+// into one. A driver's cost is per column and row: a 10,000-attempt
+// execution reads from SQLite in about half the time (36 → 17 ms, the
+// attempts alone). Both engines join text with || and take the byte in a
+// literal.
+var packedAttemptColumns = `execution_id, step_id, attempt, deduplicated, started_at, ended_at, ` +
+	strings.Join(packedTextFields, `||'`+unitSeparator+`'||`)
+
+// errSeparatorInText is a packed attempt whose fields hold the separator
+// themselves: it cannot be split, so the query is read again unpacked.
+var errSeparatorInText = errors.New("store: an attempt's text holds the unit separator")
+
+// readAttempts runs query, whose columns are attemptsRead, and scans its
+// attempts; expect is about how many there are (0 when unknown), to size
+// the result once. It reads them packed, and again column by column in
+// the rare case a field holds the separator.
+func readAttempts(ctx context.Context, q querier, expect int, query string, args ...any) ([]trace.Attempt, error) {
+	rows, err := q.QueryContext(ctx, strings.ReplaceAll(query, attemptsRead, packedAttemptColumns), args...)
+	if err != nil {
+		return nil, err
+	}
+	attempts, err := scanAttemptRows(rows, expect, scanPackedAttempt)
+	if !errors.Is(err, errSeparatorInText) {
+		return attempts, err
+	}
+	if rows, err = q.QueryContext(ctx, strings.ReplaceAll(query, attemptsRead, attemptColumns), args...); err != nil {
+		return nil, err
+	}
+	return scanAttemptRows(rows, expect, scanPlainAttempt)
+}
+
+// scanAttemptRows scans every row with scan into a slice with room for
+// about expect attempts made at once: an attempt is some 400 bytes, and
+// growing a slice of 10,000 of them by doubling copies twice that.
+func scanAttemptRows(rows *sql.Rows, expect int, scan func(*sql.Rows) (trace.Attempt, error)) ([]trace.Attempt, error) {
 	defer rows.Close()
 	out := make([]trace.Attempt, 0, expect)
 	for rows.Next() {
-		var a trace.Attempt
-		var started, ended sql.NullInt64
-		var dedup int
-		var args, result, conflictText string
-		if err := rows.Scan(&a.ExecutionID, &a.StepID, &a.Number, &a.Tool, &a.Effect, &a.Provider, &a.Outcome, &dedup,
-			&a.IdempotencyKey, &a.Worker, &started, &ended, &args, &result, &a.Error, &conflictText, &a.TraceID, &a.SpanID, &a.RecognisedBy); err != nil {
+		a, err := scan(rows)
+		if err != nil {
 			return nil, err
 		}
-		a.Deduplicated = dedup == 1
-		a.StartedAt, a.EndedAt = fromNanos(started), fromNanos(ended)
-		a.Args, a.Result, a.Conflicts = rawJSON(args), rawJSON(result), conflicts(conflictText)
 		out = append(out, a)
 	}
 	return out, rows.Err()
+}
+
+// scanPackedAttempt scans a row of packedAttemptColumns.
+func scanPackedAttempt(rows *sql.Rows) (trace.Attempt, error) {
+	var a trace.Attempt
+	var started, ended sql.NullInt64
+	var dedup int
+	var packed string
+	if err := rows.Scan(&a.ExecutionID, &a.StepID, &a.Number, &dedup, &started, &ended, &packed); err != nil {
+		return a, err
+	}
+	var text [13]string
+	for i := range len(text) - 1 {
+		field, rest, ok := strings.Cut(packed, unitSeparator)
+		if !ok {
+			return a, errSeparatorInText
+		}
+		text[i], packed = field, rest
+	}
+	if strings.Contains(packed, unitSeparator) {
+		return a, errSeparatorInText
+	}
+	text[len(text)-1] = packed
+	a.Tool, a.Effect, a.Provider, a.Outcome, a.IdempotencyKey, a.Worker = text[0], trace.EffectClass(text[1]), text[2], trace.Outcome(text[3]), text[4], text[5]
+	a.Args, a.Result, a.Error, a.Conflicts = rawJSON(text[6]), rawJSON(text[7]), text[8], conflicts(text[9])
+	a.TraceID, a.SpanID, a.RecognisedBy = text[10], text[11], text[12]
+	a.Deduplicated = dedup == 1
+	a.StartedAt, a.EndedAt = fromNanos(started), fromNanos(ended)
+	return a, nil
+}
+
+// scanPlainAttempt scans a row of attemptColumns.
+func scanPlainAttempt(rows *sql.Rows) (trace.Attempt, error) {
+	var a trace.Attempt
+	var started, ended sql.NullInt64
+	var dedup int
+	var args, result, conflictText string
+	if err := rows.Scan(&a.ExecutionID, &a.StepID, &a.Number, &a.Tool, &a.Effect, &a.Provider, &a.Outcome, &dedup,
+		&a.IdempotencyKey, &a.Worker, &started, &ended, &args, &result, &a.Error, &conflictText, &a.TraceID, &a.SpanID, &a.RecognisedBy); err != nil {
+		return a, err
+	}
+	a.Deduplicated = dedup == 1
+	a.StartedAt, a.EndedAt = fromNanos(started), fromNanos(ended)
+	a.Args, a.Result, a.Conflicts = rawJSON(args), rawJSON(result), conflicts(conflictText)
+	return a, nil
 }
 
 // effectColumns are read by scanEffect: the folded fields, then the
@@ -241,12 +323,8 @@ func loadEffectsOfRun(ctx context.Context, q querier, id string) ([]trace.Effect
 
 // loadPeersOfRun is loadRunPeers of one run, its keys read by a subquery.
 func loadPeersOfRun(ctx context.Context, q querier, id string) ([]trace.Attempt, error) {
-	rows, err := q.QueryContext(ctx, `SELECT `+attemptColumns+` FROM attempts
+	peers, err := readAttempts(ctx, q, 0, `SELECT `+attemptsRead+` FROM attempts
 		WHERE idempotency_key IN `+runKeysSQL+` AND `+keyed+` AND execution_id != ? ORDER BY execution_id, step_id, attempt`, id, id)
-	if err != nil {
-		return nil, fmt.Errorf("store: load key peers: %w", err)
-	}
-	peers, err := scanAttempts(rows)
 	if err != nil {
 		return nil, fmt.Errorf("store: load key peers: %w", err)
 	}
@@ -286,11 +364,7 @@ func loadExecutionRows(ctx context.Context, q querier, ids []string, fed map[str
 // order of ORDER BY execution_id, step_id, attempt, and by execution,
 // each run's a part of all, not a copy.
 func loadRunAttempts(ctx context.Context, q querier, found []string, expect int) ([]trace.Attempt, map[string][]trace.Attempt, error) {
-	rows, err := q.QueryContext(ctx, `SELECT `+attemptColumns+` FROM attempts WHERE execution_id IN `+listParam+` ORDER BY execution_id, step_id, attempt`, jsonList(found))
-	if err != nil {
-		return nil, nil, fmt.Errorf("store: load attempts: %w", err)
-	}
-	all, err := scanAttemptsSized(rows, expect)
+	all, err := readAttempts(ctx, q, expect, `SELECT `+attemptsRead+` FROM attempts WHERE execution_id IN `+listParam+` ORDER BY execution_id, step_id, attempt`, jsonList(found))
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: load attempts: %w", err)
 	}
@@ -400,13 +474,9 @@ func loadRunPeers(ctx context.Context, q querier, found []string, terms runTerms
 	if len(terms.allKeys) == 0 {
 		return nil, nil
 	}
-	rows, err := q.QueryContext(ctx, `SELECT `+attemptColumns+` FROM attempts
+	peers, err := readAttempts(ctx, q, 0, `SELECT `+attemptsRead+` FROM attempts
 		WHERE idempotency_key IN `+listParam+` AND `+keyed+` AND execution_id NOT IN `+listParam+` ORDER BY execution_id, step_id, attempt`,
 		jsonList(terms.allKeys), jsonList(found))
-	if err != nil {
-		return nil, fmt.Errorf("store: load key peers: %w", err)
-	}
-	peers, err := scanAttempts(rows)
 	if err != nil {
 		return nil, fmt.Errorf("store: load key peers: %w", err)
 	}

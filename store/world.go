@@ -27,11 +27,7 @@ func (db *DB) World(ctx context.Context) (trace.World, error) {
 	if err := rows.Err(); err != nil {
 		return w, fmt.Errorf("store: world: %w", err)
 	}
-	rows, err = db.read.QueryContext(ctx, `SELECT `+attemptColumns+` FROM attempts ORDER BY execution_id, step_id, attempt`)
-	if err != nil {
-		return w, fmt.Errorf("store: world: %w", err)
-	}
-	attempts, err := scanAttempts(rows)
+	attempts, err := readAttempts(ctx, db.read, 0, `SELECT `+attemptsRead+` FROM attempts ORDER BY execution_id, step_id, attempt`)
 	if err != nil {
 		return w, fmt.Errorf("store: world: %w", err)
 	}

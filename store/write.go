@@ -891,14 +891,10 @@ func (t *Tx) orphanCandidatesAttempts(candidates []trace.Effect) ([]trace.Attemp
 			steps = append(steps, [2]string{f.ExecutionID, f.StepID})
 		}
 	}
-	rows, err := t.QueryContext(t.ctx, `SELECT `+attemptColumns+` FROM attempts WHERE idempotency_key IN `+listParam+` AND `+keyed+`
-		UNION SELECT `+attemptColumns+` FROM attempts
+	attempts, err := readAttempts(t.ctx, t, 0, `SELECT `+attemptsRead+` FROM attempts WHERE idempotency_key IN `+listParam+` AND `+keyed+`
+		UNION SELECT `+attemptsRead+` FROM attempts
 		WHERE (execution_id, step_id) IN `+pairsParam,
 		jsonList(sortedSet(setOf(keys))), jsonPairs(steps))
-	if err != nil {
-		return nil, fmt.Errorf("store: orphan candidates' attempts: %w", err)
-	}
-	attempts, err := scanAttempts(rows)
 	if err != nil {
 		return nil, fmt.Errorf("store: orphan candidates' attempts: %w", err)
 	}
@@ -1013,14 +1009,10 @@ func (t *Tx) SettleStates(refs []trace.EffectRef) ([]trace.EffectRef, error) {
 			steps = append(steps, [2]string{f.ExecutionID, f.StepID})
 		}
 	}
-	rows, err = t.QueryContext(t.ctx, `SELECT `+attemptColumns+` FROM attempts WHERE idempotency_key IN `+listParam+` AND `+keyed+`
-		UNION SELECT `+attemptColumns+` FROM attempts
+	attempts, err := readAttempts(t.ctx, t, 0, `SELECT `+attemptsRead+` FROM attempts WHERE idempotency_key IN `+listParam+` AND `+keyed+`
+		UNION SELECT `+attemptsRead+` FROM attempts
 		WHERE (execution_id, step_id) IN `+pairsParam,
 		jsonList(sortedSet(setOf(keys))), jsonPairs(steps))
-	if err != nil {
-		return nil, fmt.Errorf("store: settle states: %w", err)
-	}
-	attempts, err := scanAttempts(rows)
 	if err != nil {
 		return nil, fmt.Errorf("store: settle states: %w", err)
 	}
