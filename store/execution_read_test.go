@@ -114,11 +114,12 @@ func TestReadExecutionQueriesDoNotGrowWithTheExecution(t *testing.T) {
 	if len(large.Findings) == 0 {
 		t.Fatal("large execution: got no findings, want the retried writes' (the count must include that query)")
 	}
-	// The change token, one for the fed providers, five for the run
-	// (execution, attempts, spans, effects with their states, key peers),
-	// findings, nearby orphans; and the change token again, of the second
-	// snapshot the effects, peers and findings are read on.
-	const want = 10
+	// The change token, one for the fed providers, six for the run
+	// (execution, attempts, spans; the run's keys and traces, effects
+	// with their states, key peers), findings, nearby orphans; and the
+	// change token again, of the second snapshot the keys, effects, peers
+	// and findings are read on.
+	const want = 11
 	if counts["small"] != want || counts["large"] != want {
 		t.Errorf("queries: got %d for 12 attempts and 5 effects, %d for 1,002 attempts and 100 effects, want %d each",
 			counts["small"], counts["large"], want)
@@ -370,13 +371,13 @@ func TestPagesQueriesDoNotGrowWithTheirRows(t *testing.T) {
 			}
 		}
 		// The page: ReadExecution's queries (the change token, the fed
-		// providers, five for the run, findings, the second snapshot's
+		// providers, six for the run, findings, the second snapshot's
 		// token); these executions are not
 		// unverified, so no orphans are read, and the web keeps no model of
 		// them yet. The JSON twin, with nothing
 		// committed since: the model the page's read built, after one
 		// query, the change token's.
-		want := int64(9)
+		want := int64(10)
 		if path == "/api/v1/executions/" {
 			want = 1
 		}
@@ -391,8 +392,8 @@ func TestPagesQueriesDoNotGrowWithTheirRows(t *testing.T) {
 		t.Errorf("GET /executions/large again: got %d queries, want 1 (the change token; the model kept)", n)
 	}
 	write(t, w, map[string]any{"type": "execution", "execution_id": "other", "name": "other-agent", "status": "running"})
-	if n, _ := serve("/executions/large"); n != 10 {
-		t.Errorf("GET /executions/large after a commit: got %d queries, want 10 (the token, then the whole read)", n)
+	if n, _ := serve("/executions/large"); n != 11 {
+		t.Errorf("GET /executions/large after a commit: got %d queries, want 11 (the token, then the whole read)", n)
 	}
 }
 

@@ -6,10 +6,10 @@ import (
 	"testing"
 )
 
-// TestAttemptsReadWithTheUnitSeparatorInTheirText: attempts are read with
-// their text fields joined by the unit separator (0x1f); an attempt whose
-// own text holds it reads back unchanged all the same, beside one that
-// does not, on every path that reads attempts.
+// TestAttemptsReadWithTheUnitSeparatorInTheirText: attempts and a run's
+// effects are read with their text fields joined by the unit separator
+// (0x1f, store/packed.go); one whose own text holds it reads back
+// unchanged all the same, beside one that does not.
 func TestAttemptsReadWithTheUnitSeparatorInTheirText(t *testing.T) {
 	db, w := openDB(t)
 	ctx := context.Background()
@@ -20,6 +20,8 @@ func TestAttemptsReadWithTheUnitSeparatorInTheirText(t *testing.T) {
 			"idempotency_key": "k2", "args": map[string]any{"to\x1f": "b\x1f@acme.dev"}, "outcome": "error", "error": "lost\x1f\x1fanswer", "worker": "w1"},
 		map[string]any{"type": "attempt", "execution_id": "x", "step_id": "odd", "attempt": 2, "tool": "send\x1femail", "effect": "write",
 			"idempotency_key": "k2", "outcome": "ok", "worker": "w2"},
+		map[string]any{"type": "effect", "provider": "mail-api", "effect_id": "msg_1", "idempotency_key": "k1", "target": "a@acme.dev"},
+		map[string]any{"type": "effect", "provider": "mail-api", "effect_id": "msg_2", "idempotency_key": "k2", "target": "b\x1f@acme.dev"},
 	)
 	read, err := db.ReadExecution(ctx, "x", nil)
 	if err != nil {
@@ -51,6 +53,13 @@ func TestAttemptsReadWithTheUnitSeparatorInTheirText(t *testing.T) {
 		if got[i] != want[i] {
 			t.Errorf("attempt %d: got %q, want %q", i, got[i], want[i])
 		}
+	}
+	targets := map[string]string{}
+	for _, f := range read.Run.Effects {
+		targets[f.ID] = f.Target
+	}
+	if len(read.Run.Effects) != 2 || targets["msg_1"] != "a@acme.dev" || targets["msg_2"] != "b\x1f@acme.dev" || len(read.States) != 2 {
+		t.Errorf("effects: got %+v, states %v, want msg_1 and msg_2 with their targets unchanged", read.Run.Effects, read.States)
 	}
 	keyed, err := db.AttemptsWithKey(ctx, "k2")
 	if err != nil || len(keyed) != 2 || keyed[0].Error != "lost\x1f\x1fanswer" || keyed[1].Worker != "w2" {

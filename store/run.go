@@ -5,7 +5,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -37,96 +36,6 @@ func scanExecution(row interface{ Scan(...any) error }, extra ...any) (trace.Exe
 
 const attemptColumns = `execution_id, step_id, attempt, tool, effect, provider, outcome, deduplicated, idempotency_key,
 	worker, started_at, ended_at, args, result, error, conflicts, trace_id, span_id, recognised_by`
-
-// attemptsRead is where a query given to readAttempts names its columns.
-const attemptsRead = `{attempt columns}`
-
-// unitSeparator joins an attempt's text fields into one column
-// (packedAttemptColumns). ASCII's own separator: JSON escapes it, and a
-// name or error holding it makes readAttempts read the plain columns.
-const unitSeparator = "\x1f"
-
-// packedTextFields are the attempt's text fields packedAttemptColumns
-// joins, in the order scanPackedAttempt splits them.
-var packedTextFields = []string{"tool", "effect", "provider", "outcome", "idempotency_key", "worker", "args", "result", "error",
-	"conflicts", "trace_id", "span_id", "recognised_by"}
-
-// packedAttemptColumns read an attempt in 7 columns instead of 19: its
-// key and numbers apart, its text fields joined by the unit separator
-// into one. A driver's cost is per column and row: a 10,000-attempt
-// execution reads from SQLite in about half the time (36 → 17 ms, the
-// attempts alone). Both engines join text with || and take the byte in a
-// literal.
-var packedAttemptColumns = `execution_id, step_id, attempt, deduplicated, started_at, ended_at, ` +
-	strings.Join(packedTextFields, `||'`+unitSeparator+`'||`)
-
-// errSeparatorInText is a packed attempt whose fields hold the separator
-// themselves: it cannot be split, so the query is read again unpacked.
-var errSeparatorInText = errors.New("store: an attempt's text holds the unit separator")
-
-// readAttempts runs query, whose columns are attemptsRead, and scans its
-// attempts; expect is about how many there are (0 when unknown), to size
-// the result once. It reads them packed, and again column by column in
-// the rare case a field holds the separator.
-func readAttempts(ctx context.Context, q querier, expect int, query string, args ...any) ([]trace.Attempt, error) {
-	rows, err := q.QueryContext(ctx, strings.ReplaceAll(query, attemptsRead, packedAttemptColumns), args...)
-	if err != nil {
-		return nil, err
-	}
-	attempts, err := scanAttemptRows(rows, expect, scanPackedAttempt)
-	if !errors.Is(err, errSeparatorInText) {
-		return attempts, err
-	}
-	if rows, err = q.QueryContext(ctx, strings.ReplaceAll(query, attemptsRead, attemptColumns), args...); err != nil {
-		return nil, err
-	}
-	return scanAttemptRows(rows, expect, scanPlainAttempt)
-}
-
-// scanAttemptRows scans every row with scan into a slice with room for
-// about expect attempts made at once: an attempt is some 400 bytes, and
-// growing a slice of 10,000 of them by doubling copies twice that.
-func scanAttemptRows(rows *sql.Rows, expect int, scan func(*sql.Rows) (trace.Attempt, error)) ([]trace.Attempt, error) {
-	defer rows.Close()
-	out := make([]trace.Attempt, 0, expect)
-	for rows.Next() {
-		a, err := scan(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, a)
-	}
-	return out, rows.Err()
-}
-
-// scanPackedAttempt scans a row of packedAttemptColumns.
-func scanPackedAttempt(rows *sql.Rows) (trace.Attempt, error) {
-	var a trace.Attempt
-	var started, ended sql.NullInt64
-	var dedup int
-	var packed string
-	if err := rows.Scan(&a.ExecutionID, &a.StepID, &a.Number, &dedup, &started, &ended, &packed); err != nil {
-		return a, err
-	}
-	var text [13]string
-	for i := range len(text) - 1 {
-		field, rest, ok := strings.Cut(packed, unitSeparator)
-		if !ok {
-			return a, errSeparatorInText
-		}
-		text[i], packed = field, rest
-	}
-	if strings.Contains(packed, unitSeparator) {
-		return a, errSeparatorInText
-	}
-	text[len(text)-1] = packed
-	a.Tool, a.Effect, a.Provider, a.Outcome, a.IdempotencyKey, a.Worker = text[0], trace.EffectClass(text[1]), text[2], trace.Outcome(text[3]), text[4], text[5]
-	a.Args, a.Result, a.Error, a.Conflicts = rawJSON(text[6]), rawJSON(text[7]), text[8], conflicts(text[9])
-	a.TraceID, a.SpanID, a.RecognisedBy = text[10], text[11], text[12]
-	a.Deduplicated = dedup == 1
-	a.StartedAt, a.EndedAt = fromNanos(started), fromNanos(ended)
-	return a, nil
-}
 
 // scanPlainAttempt scans a row of attemptColumns.
 func scanPlainAttempt(rows *sql.Rows) (trace.Attempt, error) {
@@ -245,8 +154,8 @@ func loadRunsStates(ctx context.Context, q querier, ids []string, fed map[string
 // loadRunBeside is loadRunStates and the run's findings, read on two
 // transactions of one snapshot at once: q reads the execution, its
 // attempts and spans; beside, meanwhile, its effects, key peers and
-// findings, finding the run's keys and traces by subqueries of the same
-// rows rather than from the attempts read (runTerms).
+// findings, finding the run's keys and traces by a read of their own
+// (loadTermsOfRun) rather than from the attempts read (runTerms).
 func loadRunBeside(ctx context.Context, q, beside querier, id string, fed map[string]bool) (trace.Run, map[trace.EffectRef]trace.MatchState, []trace.Finding, error) {
 	type besideRead struct {
 		effects  []trace.Effect
@@ -258,9 +167,12 @@ func loadRunBeside(ctx context.Context, q, beside querier, id string, fed map[st
 	done := make(chan besideRead, 1)
 	go func() {
 		var b besideRead
-		if b.effects, b.states, b.err = loadEffectsOfRun(ctx, beside, id); b.err == nil {
-			if b.peers, b.err = loadPeersOfRun(ctx, beside, id); b.err == nil {
-				b.findings, _, b.err = findings(ctx, beside, FindingFilter{ExecutionID: id})
+		var keys, traces []string
+		if keys, traces, b.err = loadTermsOfRun(ctx, beside, id); b.err == nil {
+			if b.effects, b.states, b.err = loadEffectsOfRun(ctx, beside, id, keys, traces); b.err == nil {
+				if b.peers, b.err = loadPeersOfRun(ctx, beside, id, keys); b.err == nil {
+					b.findings, _, b.err = findings(ctx, beside, FindingFilter{ExecutionID: id})
+				}
 			}
 		}
 		done <- b
@@ -298,33 +210,55 @@ func loadRunAlone(ctx context.Context, q querier, id string, fed map[string]bool
 	return run, attempts[id], spans[id], nil
 }
 
-// runKeysSQL and runTracesSQL are, for the execution a query names in its
-// parameter of that place, attemptKeys and runTraces as subqueries.
-const (
-	runKeysSQL   = `(SELECT idempotency_key FROM attempts WHERE execution_id = ? AND ` + keyed + `)`
-	runTracesSQL = `(SELECT CAST(? AS TEXT) UNION SELECT trace_id FROM attempts WHERE execution_id = ? AND trace_id != ''
-		UNION SELECT trace_id FROM spans WHERE execution_id = ?)`
-)
-
-// loadEffectsOfRun is loadRunEffects of one run, its terms read by
-// subqueries. An effect naming the run is read by the first part only.
-func loadEffectsOfRun(ctx context.Context, q querier, id string) ([]trace.Effect, map[trace.EffectRef]trace.MatchState, error) {
-	rows, err := q.QueryContext(ctx, `SELECT `+effectColumns+`, state FROM effects WHERE execution_id = ?
-		UNION ALL SELECT `+effectColumns+`, state FROM effects WHERE idempotency_key IN `+runKeysSQL+` AND `+keyed+` AND execution_id != ?
-		UNION ALL SELECT `+effectColumns+`, state FROM effects WHERE trace_id IN `+runTracesSQL+` AND execution_id != ?
-		UNION ALL SELECT `+effectColumns+`, state FROM effects WHERE joined_execution_id = ? AND joined_execution_id != '' AND execution_id != ?
-		ORDER BY at NULLS FIRST, provider, effect_id`,
-		id, id, id, id, id, id, id, id, id)
+// loadTermsOfRun reads the run's keys and traces (attemptKeys and
+// runTraces) with a scan of two of its attempts' columns and its spans',
+// for a read beside the attempts' that does not wait for them. Once, not
+// a subquery in each query that needs them: each would scan the run's
+// attempts again (a third of a 10,000-attempt read's time).
+func loadTermsOfRun(ctx context.Context, q querier, id string) (keys, traces []string, err error) {
+	rows, err := q.QueryContext(ctx, `SELECT idempotency_key, trace_id FROM attempts WHERE execution_id = ? AND (`+keyed+` OR trace_id != '')
+		UNION ALL SELECT '', trace_id FROM spans WHERE execution_id = ?`, id, id)
 	if err != nil {
-		return nil, nil, fmt.Errorf("store: load effects: %w", err)
+		return nil, nil, fmt.Errorf("store: load the run's keys and traces: %w", err)
 	}
-	return scanRunEffects(rows)
+	defer rows.Close()
+	keySet, traceSet := map[string]bool{}, map[string]bool{id: true}
+	for rows.Next() {
+		var key, traceID string
+		if err := rows.Scan(&key, &traceID); err != nil {
+			return nil, nil, fmt.Errorf("store: load the run's keys and traces: %w", err)
+		}
+		if key != "" {
+			keySet[key] = true
+		}
+		if traceID != "" {
+			traceSet[traceID] = true
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("store: load the run's keys and traces: %w", err)
+	}
+	return sortedSet(keySet), sortedSet(traceSet), nil
 }
 
-// loadPeersOfRun is loadRunPeers of one run, its keys read by a subquery.
-func loadPeersOfRun(ctx context.Context, q querier, id string) ([]trace.Attempt, error) {
+// loadEffectsOfRun is loadRunEffects of one run. An effect naming the run
+// is read by the first part only.
+func loadEffectsOfRun(ctx context.Context, q querier, id string, keys, traces []string) ([]trace.Effect, map[trace.EffectRef]trace.MatchState, error) {
+	return readRunEffects(ctx, q, `SELECT `+runEffectsRead+` FROM effects WHERE execution_id = ?
+		UNION ALL SELECT `+runEffectsRead+` FROM effects WHERE idempotency_key IN `+listParam+` AND `+keyed+` AND execution_id != ?
+		UNION ALL SELECT `+runEffectsRead+` FROM effects WHERE trace_id IN `+listParam+` AND execution_id != ?
+		UNION ALL SELECT `+runEffectsRead+` FROM effects WHERE joined_execution_id = ? AND joined_execution_id != '' AND execution_id != ?
+		ORDER BY at NULLS FIRST, provider, effect_id`,
+		id, jsonList(keys), id, jsonList(traces), id, id, id)
+}
+
+// loadPeersOfRun is loadRunPeers of one run.
+func loadPeersOfRun(ctx context.Context, q querier, id string, keys []string) ([]trace.Attempt, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
 	peers, err := readAttempts(ctx, q, 0, `SELECT `+attemptsRead+` FROM attempts
-		WHERE idempotency_key IN `+runKeysSQL+` AND `+keyed+` AND execution_id != ? ORDER BY execution_id, step_id, attempt`, id, id)
+		WHERE idempotency_key IN `+listParam+` AND `+keyed+` AND execution_id != ? ORDER BY execution_id, step_id, attempt`, jsonList(keys), id)
 	if err != nil {
 		return nil, fmt.Errorf("store: load key peers: %w", err)
 	}
@@ -429,39 +363,37 @@ func newRunTerms(found []string, attempts map[string][]trace.Attempt, spans map[
 // by each (UNION ALL: a UNION would compare whole rows to drop them) and
 // kept once: the copies are the same row, so they sort side by side.
 func loadRunEffects(ctx context.Context, q querier, found []string, terms runTerms) ([]trace.Effect, map[trace.EffectRef]trace.MatchState, error) {
-	rows, err := q.QueryContext(ctx, `SELECT `+effectColumns+`, state FROM effects WHERE execution_id IN `+listParam+`
-		UNION ALL SELECT `+effectColumns+`, state FROM effects WHERE idempotency_key IN `+listParam+`
-		UNION ALL SELECT `+effectColumns+`, state FROM effects WHERE trace_id IN `+listParam+`
-		UNION ALL SELECT `+effectColumns+`, state FROM effects WHERE joined_execution_id IN `+listParam+` AND joined_execution_id != ''
+	return readRunEffects(ctx, q, `SELECT `+runEffectsRead+` FROM effects WHERE execution_id IN `+listParam+`
+		UNION ALL SELECT `+runEffectsRead+` FROM effects WHERE idempotency_key IN `+listParam+`
+		UNION ALL SELECT `+runEffectsRead+` FROM effects WHERE trace_id IN `+listParam+`
+		UNION ALL SELECT `+runEffectsRead+` FROM effects WHERE joined_execution_id IN `+listParam+` AND joined_execution_id != ''
 		ORDER BY at NULLS FIRST, provider, effect_id`,
 		jsonList(found), jsonList(terms.allKeys), jsonList(terms.allTraces), jsonList(found))
+}
+
+// runEffect is an effect as a run reads it, with its match state.
+type runEffect struct {
+	trace.Effect
+	state trace.MatchState
+}
+
+// readRunEffects runs query, whose columns are runEffectsRead, and keeps
+// one of each run of copies (an effect several parts of a UNION ALL
+// found: the query sorts by time, provider and id, so they are side by
+// side), with the states.
+func readRunEffects(ctx context.Context, q querier, query string, args ...any) ([]trace.Effect, map[trace.EffectRef]trace.MatchState, error) {
+	read, err := readPacked(ctx, q, 0, query, packedRunEffect, args...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: load effects: %w", err)
 	}
-	return scanRunEffects(rows)
-}
-
-// scanRunEffects reads effects and their states sorted by time, provider
-// and id, keeping one of each run of copies (an effect several parts of a
-// UNION ALL found).
-func scanRunEffects(rows *sql.Rows) ([]trace.Effect, map[trace.EffectRef]trace.MatchState, error) {
-	defer rows.Close()
-	var effects []trace.Effect
-	states := map[trace.EffectRef]trace.MatchState{}
-	for rows.Next() {
-		var state trace.MatchState
-		f, err := scanEffect(rows, &state)
-		if err != nil {
-			return nil, nil, fmt.Errorf("store: load effects: %w", err)
-		}
+	effects := make([]trace.Effect, 0, len(read))
+	states := make(map[trace.EffectRef]trace.MatchState, len(read))
+	for _, f := range read {
 		if n := len(effects); n > 0 && effects[n-1].Ref() == f.Ref() {
 			continue
 		}
-		effects = append(effects, f)
-		states[f.Ref()] = state
-	}
-	if err := rows.Err(); err != nil {
-		return nil, nil, fmt.Errorf("store: load effects: %w", err)
+		effects = append(effects, f.Effect)
+		states[f.Ref()] = f.state
 	}
 	return effects, states, nil
 }
