@@ -98,18 +98,21 @@ build:
 # other failure fails it.
 FIXTURES_DIR        := ingest/testdata/frameworks
 FIXTURES_ONCETRACE  ?=
+# FIXTURES_BINARY sets bin to the oncetrace the recordings run:
+# FIXTURES_ONCETRACE, or one built from the tree.
+FIXTURES_BINARY = bin="$(FIXTURES_ONCETRACE)"; \
+	if [ -z "$$bin" ]; then \
+		bin=bin/oncetrace-fixtures; \
+		echo "$(GO) build -o $$bin ./cmd/oncetrace"; \
+		$(GO) build -ldflags "$(LDFLAGS)" -o $$bin ./cmd/oncetrace; \
+	fi
 FIXTURES_SKIPPED    := !!! SKIPPED: make fixtures could not reach the npm registry; testing the committed fixtures
 fixtures: fixtures-temporal
 	@set -e; \
 	if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then \
 		echo "make fixtures: node or npm is not installed"; echo "$(FIXTURES_SKIPPED)"; exit 0; \
 	fi; \
-	bin="$(FIXTURES_ONCETRACE)"; \
-	if [ -z "$$bin" ]; then \
-		bin=bin/oncetrace-fixtures; \
-		echo "$(GO) build -o $$bin ./cmd/oncetrace"; \
-		$(GO) build -ldflags "$(LDFLAGS)" -o $$bin ./cmd/oncetrace; \
-	fi; \
+	$(FIXTURES_BINARY); \
 	case "$$bin" in /*) ;; *) bin="$(CURDIR)/$$bin" ;; esac; \
 	ok=; \
 	for i in 1 2 3; do \
@@ -129,12 +132,7 @@ fixtures: fixtures-temporal
 TEMPORAL_ONLY ?=
 fixtures-temporal:
 	@set -e; \
-	bin="$(FIXTURES_ONCETRACE)"; \
-	if [ -z "$$bin" ]; then \
-		bin=bin/oncetrace-fixtures; \
-		echo "$(GO) build -o $$bin ./cmd/oncetrace"; \
-		$(GO) build -ldflags "$(LDFLAGS)" -o $$bin ./cmd/oncetrace; \
-	fi; \
+	$(FIXTURES_BINARY); \
 	$(GO) run ./ingest/feed/temporal/temporaldemo/recordfixtures --oncetrace "$$bin" --out $(FIXTURES_DIR) $(if $(TEMPORAL_ONLY),--only $(TEMPORAL_ONLY))
 
 ## axe: install axe-core (pinned by web/testdata/axe/package-lock.json) for web's TestBrowserAccessibility, which skips without it; three tries, as fixtures

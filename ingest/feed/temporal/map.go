@@ -233,29 +233,11 @@ func (m *mapper) event(ev *historypb.HistoryEvent) {
 		m.marker(n, ev, a.MarkerRecordedEventAttributes)
 
 	case *historypb.HistoryEvent_StartChildWorkflowExecutionInitiatedEventAttributes:
-		at := a.StartChildWorkflowExecutionInitiatedEventAttributes
-		c := &child{id: at.GetWorkflowId(), typ: at.GetWorkflowType().GetName(), args: m.args(at.GetInput())}
-		m.children[n] = c
-		m.emit(n, "child initiated", m.attempt(c.id, c.typ, 1, m.traceID, c.args))
+		m.childInitiated(n, a.StartChildWorkflowExecutionInitiatedEventAttributes)
 	case *historypb.HistoryEvent_StartChildWorkflowExecutionFailedEventAttributes:
-		at := a.StartChildWorkflowExecutionFailedEventAttributes
-		if c := m.child(at.GetInitiatedEventId()); c != nil {
-			ev := m.attempt(c.id, c.typ, 1, m.traceID, c.args)
-			ev["outcome"], ev["error"] = "error", "the child workflow did not start: "+enumWords(at.GetCause().String(), "START_CHILD_WORKFLOW_EXECUTION_FAILED_CAUSE_")
-			m.emit(n, "child start failed", ev)
-		}
+		m.childStartFailed(n, a.StartChildWorkflowExecutionFailedEventAttributes)
 	case *historypb.HistoryEvent_ChildWorkflowExecutionStartedEventAttributes:
-		at := a.ChildWorkflowExecutionStartedEventAttributes
-		if c := m.child(at.GetInitiatedEventId()); c != nil {
-			c.exec = at.GetWorkflowExecution().GetWorkflowId() + "/" + at.GetWorkflowExecution().GetRunId()
-			att := m.attempt(c.id, c.typ, 1, m.traceID, c.args)
-			att["started_at"] = stamp(ev.GetEventTime())
-			m.emit(n, "child started", att)
-			// The child's own execution, linked back to this one; its own
-			// history, when imported, says the rest.
-			m.emit(n, "child execution", map[string]any{"type": "execution", "execution_id": c.exec, "name": c.typ,
-				"labels": map[string]string{"parent": m.exec}})
-		}
+		m.childStarted(n, ev, a.ChildWorkflowExecutionStartedEventAttributes)
 	case *historypb.HistoryEvent_ChildWorkflowExecutionCompletedEventAttributes:
 		at := a.ChildWorkflowExecutionCompletedEventAttributes
 		m.childClosed(n, ev, at.GetInitiatedEventId(), trace.StatusCompleted, trace.OutcomeOK, "", at.GetResult())
@@ -474,6 +456,40 @@ func (m *mapper) child(initiated int64) *child {
 		m.err = fmt.Errorf("initiatedEventId: %d names no StartChildWorkflowExecutionInitiated event before it", initiated)
 	}
 	return c
+}
+
+// childInitiated is a child workflow's step: its first attempt, as the
+// parent asked for it.
+func (m *mapper) childInitiated(n int64, at *historypb.StartChildWorkflowExecutionInitiatedEventAttributes) {
+	c := &child{id: at.GetWorkflowId(), typ: at.GetWorkflowType().GetName(), args: m.args(at.GetInput())}
+	m.children[n] = c
+	m.emit(n, "child initiated", m.attempt(c.id, c.typ, 1, m.traceID, c.args))
+}
+
+// childStartFailed ends the child's attempt: it never started.
+func (m *mapper) childStartFailed(n int64, at *historypb.StartChildWorkflowExecutionFailedEventAttributes) {
+	c := m.child(at.GetInitiatedEventId())
+	if c == nil {
+		return
+	}
+	ev := m.attempt(c.id, c.typ, 1, m.traceID, c.args)
+	ev["outcome"], ev["error"] = "error", "the child workflow did not start: "+enumWords(at.GetCause().String(), "START_CHILD_WORKFLOW_EXECUTION_FAILED_CAUSE_")
+	m.emit(n, "child start failed", ev)
+}
+
+// childStarted times the child's attempt and names its own execution,
+// linked back to this one; its own history, when imported, says the rest.
+func (m *mapper) childStarted(n int64, ev *historypb.HistoryEvent, at *historypb.ChildWorkflowExecutionStartedEventAttributes) {
+	c := m.child(at.GetInitiatedEventId())
+	if c == nil {
+		return
+	}
+	c.exec = at.GetWorkflowExecution().GetWorkflowId() + "/" + at.GetWorkflowExecution().GetRunId()
+	att := m.attempt(c.id, c.typ, 1, m.traceID, c.args)
+	att["started_at"] = stamp(ev.GetEventTime())
+	m.emit(n, "child started", att)
+	m.emit(n, "child execution", map[string]any{"type": "execution", "execution_id": c.exec, "name": c.typ,
+		"labels": map[string]string{"parent": m.exec}})
 }
 
 // childClosed ends the child workflow's step, and says its status on its

@@ -90,39 +90,80 @@ type historyJSON struct {
 	} `json:"events"`
 }
 
+// expected is what a scenario's recording must show.
+type expected struct {
+	emails int
+	// lastFailure is the timeout type attempt 2's lastFailure names.
+	lastFailure string
+	// lost: attempt 1's mail request is delivered and its answer lost
+	// (x-oncetrace-fault lose-response); otherwise it is answered and the
+	// worker is killed after it.
+	lost bool
+	// keyed: both mail requests carry one Idempotency-Key, and the retry
+	// is answered from the key store.
+	keyed bool
+	// runActivitySpans: a killed worker never ends its RunActivity span.
+	runActivitySpans int
+	// workers: the second attempt runs on another worker than the first.
+	workers int
+}
+
+var expectations = map[string]expected{
+	temporaldemo.Naive: {emails: 2, lastFailure: "TIMEOUT_TYPE_START_TO_CLOSE", lost: true, runActivitySpans: 2},
+	temporaldemo.Crash: {emails: 2, lastFailure: "TIMEOUT_TYPE_HEARTBEAT", runActivitySpans: 1, workers: 2},
+	temporaldemo.Keyed: {emails: 1, lastFailure: "TIMEOUT_TYPE_START_TO_CLOSE", lost: true, keyed: true, runActivitySpans: 2},
+}
+
 // check verifies that dir holds a complete recording of res and returns
 // its manifest.
 func check(dir string, res temporaldemo.Result, reqs []request, emails int) (manifest, error) {
+	want, ok := expectations[res.Scenario]
+	if !ok {
+		return manifest{}, fmt.Errorf("no expectations for scenario %q", res.Scenario)
+	}
 	m := manifest{Framework: "temporal", Run: res.Scenario, Namespace: "default", WorkflowID: res.WorkflowID, RunID: res.RunID,
 		ExecutionID: res.WorkflowID + "/" + res.RunID, TaskQueue: res.TaskQueue,
 		WorkflowType: temporaldemo.WorkflowName, ActivityType: temporaldemo.ActivityName, TraceID: res.TraceID,
-		Workers: res.Workers, KilledWorker: res.Killed, GeneratedAt: time.Now().UTC().Format(time.RFC3339)}
+		Workers: res.Workers, KilledWorker: res.Killed, ExpectedEmails: want.emails, GeneratedAt: time.Now().UTC().Format(time.RFC3339)}
 	m.Timeouts.StartToClose = temporaldemo.StartToClose.String()
 	m.Timeouts.RetryPolicy = "Temporal's default (initial interval 1s, coefficient 2, unlimited attempts)"
-	m.ExpectedEmails = 2
-	wantTimeout := "TIMEOUT_TYPE_START_TO_CLOSE"
-	switch res.Scenario {
-	case temporaldemo.Keyed:
-		m.ExpectedEmails = 1
-	case temporaldemo.Crash:
+	if res.Scenario == temporaldemo.Crash {
 		m.Timeouts.StartToClose = temporaldemo.CrashStartToClose.String()
 		m.Timeouts.Heartbeat = temporaldemo.HeartbeatTimeout.String()
-		wantTimeout = "TIMEOUT_TYPE_HEARTBEAT"
 	}
-	var errs []error
-	fail := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	var c checks
+	if err := c.history(dir, res, want, &m); err != nil {
+		return m, err
+	}
+	c.mail(res, want, reqs, emails, &m)
+	if err := c.spans(dir, res, want, reqs, &m); err != nil {
+		return m, err
+	}
+	m.Versions = versions()
+	return m, errors.Join(c.errs...)
+}
 
-	// The history, as the CLI printed it.
+// checks collects what a recording got wrong, to say all of it at once.
+type checks struct{ errs []error }
+
+func (c *checks) fail(format string, args ...any) {
+	c.errs = append(c.errs, fmt.Errorf(format, args...))
+}
+
+// history checks history.json as the CLI printed it: the workflow
+// completed, one activity scheduled with the tracing interceptor's header
+// and started once, as attempt 2 after the expected timeout.
+func (c *checks) history(dir string, res temporaldemo.Result, want expected, m *manifest) error {
 	raw, err := os.ReadFile(filepath.Join(dir, "history.json"))
 	if err != nil {
-		return m, err
+		return err
 	}
 	var h historyJSON
 	if err := json.Unmarshal(raw, &h); err != nil {
-		return m, fmt.Errorf("history.json: %w", err)
+		return fmt.Errorf("history.json: %w", err)
 	}
 	if n := len(h.Events); n == 0 || h.Events[n-1].EventType != "EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED" {
-		fail("history: got %d events, want the last one WORKFLOW_EXECUTION_COMPLETED", n)
+		c.fail("history: got %d events, want the last one WORKFLOW_EXECUTION_COMPLETED", n)
 	}
 	scheduled, started := 0, 0
 	for _, e := range h.Events {
@@ -130,10 +171,10 @@ func check(dir string, res temporaldemo.Result, reqs []request, emails int) (man
 			scheduled++
 			m.ActivityID = s.ActivityID
 			if s.ActivityType.Name != temporaldemo.ActivityName {
-				fail("history: activity %q scheduled, want %s", s.ActivityType.Name, temporaldemo.ActivityName)
+				c.fail("history: activity %q scheduled, want %s", s.ActivityType.Name, temporaldemo.ActivityName)
 			}
 			if _, ok := s.Header.Fields["_tracer-data"]; !ok {
-				fail("history: ActivityTaskScheduled has no _tracer-data header (the tracing interceptor)")
+				c.fail("history: ActivityTaskScheduled has no _tracer-data header (the tracing interceptor)")
 			}
 		}
 		if s := e.Started; s != nil {
@@ -145,18 +186,20 @@ func check(dir string, res temporaldemo.Result, reqs []request, emails int) (man
 		}
 	}
 	if scheduled != 1 || started != 1 {
-		fail("history: %d ActivityTaskScheduled and %d ActivityTaskStarted, want one each", scheduled, started)
+		c.fail("history: %d ActivityTaskScheduled and %d ActivityTaskStarted, want one each", scheduled, started)
 	}
-	if m.Attempts != 2 || m.LastFailureTimeout != wantTimeout {
-		fail("history: ActivityTaskStarted attempt %d with a %q lastFailure, want attempt 2 after %s", m.Attempts, m.LastFailureTimeout, wantTimeout)
+	if m.Attempts != 2 || m.LastFailureTimeout != want.lastFailure {
+		c.fail("history: ActivityTaskStarted attempt %d with a %q lastFailure, want attempt 2 after %s", m.Attempts, m.LastFailureTimeout, want.lastFailure)
 	}
-	if res.Scenario == temporaldemo.Crash {
-		if len(res.Workers) != 2 || res.Killed != res.Workers[0] || m.FinalWorker != res.Workers[1] || m.FinalWorker == res.Killed {
-			fail("history: attempt 2 started on %q, want the second worker of %q, not the killed %q", m.FinalWorker, res.Workers, res.Killed)
-		}
+	if want.workers == 2 && (len(res.Workers) != 2 || res.Killed != res.Workers[0] || m.FinalWorker != res.Workers[1] || m.FinalWorker == res.Killed) {
+		c.fail("history: attempt 2 started on %q, want the second worker of %q, not the killed %q", m.FinalWorker, res.Workers, res.Killed)
 	}
+	return nil
+}
 
-	// The mail requests.
+// mail checks the two mail requests, one an attempt, against what the
+// sandbox says it delivered.
+func (c *checks) mail(res temporaldemo.Result, want expected, reqs []request, emails int, m *manifest) {
 	var mails []request
 	for _, q := range reqs {
 		if q.Kind == "mail" {
@@ -167,41 +210,43 @@ func check(dir string, res temporaldemo.Result, reqs []request, emails int) (man
 	}
 	m.MailRequests = len(mails)
 	if len(mails) != 2 {
-		fail("mail: got %d requests, want 2 (one per attempt)", len(mails))
+		c.fail("mail: got %d requests, want 2 (one per attempt)", len(mails))
 	} else {
 		first, second := mails[0], mails[1]
-		lost := res.Scenario != temporaldemo.Crash
-		if got := first.Headers["x-oncetrace-fault"]; lost != (got == "lose-response") || lost != (first.Status == "aborted") {
-			fail("mail: the first request has fault %q and status %v, want lose-response and aborted: %t", got, first.Status, lost)
+		if got := first.Headers["x-oncetrace-fault"]; want.lost != (got == "lose-response") || want.lost != (first.Status == "aborted") {
+			c.fail("mail: the first request has fault %q and status %v, want lose-response and aborted: %t", got, first.Status, want.lost)
 		}
-		if !lost && first.Status != 200 {
-			fail("mail: the first request got %v, want 200 (delivered before the crash)", first.Status)
+		if !want.lost && first.Status != 200 {
+			c.fail("mail: the first request got %v, want 200 (delivered before the crash)", first.Status)
 		}
 		if second.Status != 200 {
-			fail("mail: the second request got %v, want 200", second.Status)
+			c.fail("mail: the second request got %v, want 200", second.Status)
 		}
 		k1, k2 := first.Headers["idempotency-key"], second.Headers["idempotency-key"]
-		if (res.Scenario == temporaldemo.Keyed) != (k1 != "" && k1 == k2) || (res.Scenario != temporaldemo.Keyed && (k1 != "" || k2 != "")) {
-			fail("mail: keys %q and %q, want one key on both only when keyed", k1, k2)
+		if want.keyed != (k1 != "" && k1 == k2) || (!want.keyed && (k1 != "" || k2 != "")) {
+			c.fail("mail: keys %q and %q, want one key on both only when keyed", k1, k2)
 		}
 		m.IdempotencyKey = k1
-		if res.Scenario == temporaldemo.Keyed && (second.ResponseBody == nil || !strings.Contains(*second.ResponseBody, `"deduplicated":true`)) {
-			fail("mail: the keyed retry was not answered from the key store")
+		if want.keyed && (second.ResponseBody == nil || !strings.Contains(*second.ResponseBody, `"deduplicated":true`)) {
+			c.fail("mail: the keyed retry was not answered from the key store")
 		}
 		for i, q := range mails {
 			if id, _, ok := trace.ParseTraceparent(q.Headers["traceparent"]); !ok || id != res.TraceID {
-				fail("mail %d: traceparent %q, want one of trace %s", i+1, q.Headers["traceparent"], res.TraceID)
+				c.fail("mail %d: traceparent %q, want one of trace %s", i+1, q.Headers["traceparent"], res.TraceID)
 			}
 		}
 	}
-	if emails != m.ExpectedEmails {
-		fail("sandbox: %d email(s) delivered in trace %s, want %d", emails, res.TraceID, m.ExpectedEmails)
+	if emails != want.emails {
+		c.fail("sandbox: %d email(s) delivered in trace %s, want %d", emails, res.TraceID, want.emails)
 	}
 	if got := recordedEmails(mails); got != emails {
-		fail("mail: the recorded requests delivered %d email(s), the sandbox's log says %d", got, emails)
+		c.fail("mail: the recorded requests delivered %d email(s), the sandbox's log says %d", got, emails)
 	}
+}
 
-	// The spans.
+// spans checks the recorded OTLP requests: the activity's RunActivity
+// spans and the HTTP client spans under them, all in the workflow's trace.
+func (c *checks) spans(dir string, res temporaldemo.Result, want expected, reqs []request, m *manifest) error {
 	traces := map[string]bool{}
 	names := map[string]bool{}
 	for _, q := range reqs {
@@ -210,11 +255,11 @@ func check(dir string, res temporaldemo.Result, reqs []request, emails int) (man
 		}
 		body, err := os.ReadFile(filepath.Join(dir, q.BodyFile))
 		if err != nil {
-			return m, err
+			return err
 		}
 		req := ptraceotlp.NewExportRequest()
 		if err := req.UnmarshalProto(body); err != nil {
-			fail("%s: %v", q.BodyFile, err)
+			c.fail("%s: %v", q.BodyFile, err)
 			continue
 		}
 		for _, rs := range req.Traces().ResourceSpans().All() {
@@ -237,18 +282,13 @@ func check(dir string, res temporaldemo.Result, reqs []request, emails int) (man
 		m.SpanNames = append(m.SpanNames, n)
 	}
 	slices.Sort(m.SpanNames)
-	wantRunActivity := 2
-	if res.Scenario == temporaldemo.Crash {
-		wantRunActivity = 1 // the killed worker never ends its span
-	}
-	if m.RunActivitySpans != wantRunActivity || m.HTTPSpans != 2 {
-		fail("spans: %d RunActivity and %d HTTP client spans, want %d and 2", m.RunActivitySpans, m.HTTPSpans, wantRunActivity)
+	if m.RunActivitySpans != want.runActivitySpans || m.HTTPSpans != 2 {
+		c.fail("spans: %d RunActivity and %d HTTP client spans, want %d and 2", m.RunActivitySpans, m.HTTPSpans, want.runActivitySpans)
 	}
 	if len(traces) != 1 || !traces[res.TraceID] {
-		fail("spans: traces %v, want only the workflow's %s", traces, res.TraceID)
+		c.fail("spans: traces %v, want only the workflow's %s", traces, res.TraceID)
 	}
-	m.Versions = versions()
-	return m, errors.Join(errs...)
+	return nil
 }
 
 // versions are the modules the workers ran with (this program is built

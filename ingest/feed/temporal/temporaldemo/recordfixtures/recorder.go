@@ -102,13 +102,23 @@ func (r *recorder) add(q request) {
 	r.reqs = append(r.reqs, q)
 }
 
-func (r *recorder) handleOTLP(w http.ResponseWriter, req *http.Request) {
-	r.busy.Add(1)
-	defer r.busy.Done()
-	at := time.Now().UnixMilli()
+// readRequest reads a request's body and the time it came, answering
+// 400 when it cannot.
+func readRequest(w http.ResponseWriter, req *http.Request) (atMS int64, body []byte, ok bool) {
+	atMS = time.Now().UnixMilli()
 	body, err := io.ReadAll(req.Body)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
+		return atMS, nil, false
+	}
+	return atMS, body, true
+}
+
+func (r *recorder) handleOTLP(w http.ResponseWriter, req *http.Request) {
+	r.busy.Add(1)
+	defer r.busy.Done()
+	at, body, ok := readRequest(w, req)
+	if !ok {
 		return
 	}
 	seq, dir := r.next()
@@ -134,10 +144,8 @@ func (r *recorder) handleOTLP(w http.ResponseWriter, req *http.Request) {
 func (r *recorder) handleMail(w http.ResponseWriter, req *http.Request) {
 	r.busy.Add(1)
 	defer r.busy.Done()
-	at := time.Now().UnixMilli()
-	body, err := io.ReadAll(req.Body)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
+	at, body, ok := readRequest(w, req)
+	if !ok {
 		return
 	}
 	seq, _ := r.next()
