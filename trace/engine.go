@@ -130,15 +130,7 @@ func (r *Run) FillLostEngineAttempts() {
 	if len(r.Spans) == 0 {
 		return
 	}
-	step := -1
-	for i, s := range r.Steps {
-		if len(s.Attempts) > 0 && s.Attempts[0].RecognisedBy == EngineTemporal {
-			if step >= 0 {
-				return // two engine steps in one trace: which one made the call is not known
-			}
-			step = i
-		}
-	}
+	step := soleEngineStep(r.Steps)
 	if step < 0 {
 		return
 	}
@@ -159,26 +151,10 @@ func (r *Run) FillLostEngineAttempts() {
 	if traceID == "" || first.StartedAt.IsZero() {
 		return
 	}
-	present := map[string]bool{}
-	for _, s := range r.Spans {
-		present[s.SpanID] = true
-	}
-	var lost []Span // by start: one per missing parent
-	seen := map[string]bool{}
-	for _, s := range r.Spans {
-		if s.Role != RoleHTTP || s.TraceID != traceID || s.ParentSpanID == "" || present[s.ParentSpanID] || known[s.ParentSpanID] ||
-			seen[s.ParentSpanID] || s.StartedAt.IsZero() || !s.StartedAt.Before(first.StartedAt) {
-			continue
-		}
-		seen[s.ParentSpanID] = true
-		lost = append(lost, s)
-	}
+	lost := lostEngineCalls(r.Spans, traceID, known, first.StartedAt)
 	if len(lost) == 0 {
 		return
 	}
-	slices.SortFunc(lost, func(a, b Span) int {
-		return cmp.Or(a.StartedAt.Compare(b.StartedAt), cmp.Compare(a.ParentSpanID, b.ParentSpanID))
-	})
 	out := slices.Clone(attempts)
 	var extra []Attempt
 	for _, call := range lost {
@@ -209,6 +185,46 @@ func (r *Run) FillLostEngineAttempts() {
 		}
 	}
 	r.Steps[step].Attempts = out
+}
+
+// soleEngineStep is the index of the run's one step an engine's history
+// or spans made, -1 when there is none or more than one (then which made
+// a call is not known).
+func soleEngineStep(steps []Step) int {
+	step := -1
+	for i, s := range steps {
+		if len(s.Attempts) > 0 && s.Attempts[0].RecognisedBy == EngineTemporal {
+			if step >= 0 {
+				return -1
+			}
+			step = i
+		}
+	}
+	return step
+}
+
+// lostEngineCalls are the HTTP calls in traceID, started before the
+// step's first known attempt, whose parent span is neither stored nor an
+// attempt's: one per missing parent, by start.
+func lostEngineCalls(spans []Span, traceID string, known map[string]bool, before time.Time) []Span {
+	present := map[string]bool{}
+	for _, s := range spans {
+		present[s.SpanID] = true
+	}
+	var lost []Span
+	seen := map[string]bool{}
+	for _, s := range spans {
+		if s.Role != RoleHTTP || s.TraceID != traceID || s.ParentSpanID == "" || present[s.ParentSpanID] || known[s.ParentSpanID] ||
+			seen[s.ParentSpanID] || s.StartedAt.IsZero() || !s.StartedAt.Before(before) {
+			continue
+		}
+		seen[s.ParentSpanID] = true
+		lost = append(lost, s)
+	}
+	slices.SortFunc(lost, func(a, b Span) int {
+		return cmp.Or(a.StartedAt.Compare(b.StartedAt), cmp.Compare(a.ParentSpanID, b.ParentSpanID))
+	})
+	return lost
 }
 
 // EngineEvents are what a workflow engine's history tells of a run beside
