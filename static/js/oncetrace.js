@@ -35,6 +35,10 @@
   var closeButton = panel && panel.querySelector(".detail-close");
   var narrow = window.matchMedia("(max-width: 1260px)");
   var shown = null;
+  // Each show numbered: only the latest one's answer is drawn. Setting the
+  // hash fires popstate, then hashchange; the second show (which takes the
+  // focus on a sheet) must not be overtaken by the first's answer.
+  var showing = 0;
   var closing = false; // giving the focus back must not reopen the detail
   function isSheet() { return narrow.matches; }
   function select(link) {
@@ -45,10 +49,11 @@
     if (!panel || !body || !link || link === shown) return;
     shown = link;
     select(link);
+    var mine = ++showing;
     fetch(link.getAttribute("href"), { headers: { "X-Oncetrace-Fragment": "1" } })
       .then(function (r) { if (!r.ok) throw new Error(r.status); return r.text(); })
       .then(function (html) {
-        if (shown !== link) return;
+        if (shown !== link || mine !== showing) return;
         var doc = new DOMParser().parseFromString(html, "text/html");
         body.replaceChildren.apply(body, Array.from(doc.body.childNodes));
         panel.classList.add("open");
