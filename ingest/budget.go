@@ -80,6 +80,20 @@ func (b *DecodeBudget) Reserve(ctx context.Context, n int64) (*Reservation, erro
 	return r, nil
 }
 
+// TryReserve takes n bytes only if they are free now and no request is
+// waiting for its share, else returns nil: for work that may be left
+// undone (the web's models built ahead), which must never make a request
+// wait.
+func (b *DecodeBudget) TryReserve(n int64) *Reservation {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.waiters) > 0 || b.used+n > b.capacity {
+		return nil
+	}
+	b.used += n
+	return &Reservation{budget: b, n: n}
+}
+
 func (b *DecodeBudget) acquire(ctx context.Context, n int64) error {
 	b.mu.Lock()
 	if len(b.waiters) == 0 && b.used+n <= b.capacity {

@@ -332,3 +332,37 @@ func keptBy(f func()) uint64 {
 	}
 	return after.HeapAlloc - before.HeapAlloc
 }
+
+// TestDecodeBudgetTryReserveNeverMakesARequestWait: TryReserve takes what
+// is free, and nothing when the room is short or a request waits for its
+// share, so work that may be left undone never stands before a request.
+func TestDecodeBudgetTryReserveNeverMakesARequestWait(t *testing.T) {
+	ctx := context.Background()
+	b := ingest.NewDecodeBudget(100, time.Minute)
+	r := b.TryReserve(60)
+	if r == nil || b.InUse() != 60 {
+		t.Fatalf("TryReserve of a free 60: got %v, in use %d; want it taken", r, b.InUse())
+	}
+	if again := b.TryReserve(50); again != nil || b.InUse() != 60 {
+		t.Errorf("TryReserve of 50 with 40 free: got %v, in use %d; want nothing taken", again, b.InUse())
+	}
+	got := make(chan error, 1)
+	go func() {
+		held, err := b.Reserve(ctx, 50)
+		if err == nil {
+			held.Release()
+		}
+		got <- err
+	}()
+	waitForWaiters(t, b, 1)
+	if small := b.TryReserve(10); small != nil {
+		t.Errorf("TryReserve of 10 with 40 free while a request waits: got it taken, want nothing: the request is first")
+	}
+	r.Release()
+	if err := <-got; err != nil {
+		t.Fatalf("the waiting request after the release: got %v, want its share", err)
+	}
+	if b.InUse() != 0 {
+		t.Errorf("in use after all released: got %d, want 0", b.InUse())
+	}
+}

@@ -742,3 +742,38 @@ func (db *DB) ExecutionNames(ctx context.Context, ids []string) (map[string]stri
 	}
 	return out, rows.Err()
 }
+
+// ExecutionSizes returns how much each execution asked for (of those
+// stored) holds for its page to read: its attempts, effects and findings,
+// as its row counts them.
+func (db *DB) ExecutionSizes(ctx context.Context, ids []string) (map[string]int, error) {
+	if len(ids) == 0 {
+		return map[string]int{}, nil
+	}
+	return db.executionSizes(ctx, `SELECT execution_id, attempts + effects + findings FROM executions WHERE execution_id IN (`+placeholders(len(ids))+`)`,
+		stringsAsAny(ids)...)
+}
+
+// NewestExecutionSizes is ExecutionSizes of the newest n executions (the
+// executions list's first page, by its index).
+func (db *DB) NewestExecutionSizes(ctx context.Context, n int) (map[string]int, error) {
+	return db.executionSizes(ctx, `SELECT execution_id, attempts + effects + findings FROM executions ORDER BY sort_at DESC, execution_id DESC LIMIT ?`, n)
+}
+
+func (db *DB) executionSizes(ctx context.Context, query string, args ...any) (map[string]int, error) {
+	rows, err := db.read.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("store: execution sizes: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var id string
+		var size int
+		if err := rows.Scan(&id, &size); err != nil {
+			return nil, fmt.Errorf("store: execution sizes: %w", err)
+		}
+		out[id] = size
+	}
+	return out, rows.Err()
+}

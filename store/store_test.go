@@ -559,6 +559,37 @@ func TestExecutionNames(t *testing.T) {
 	}
 }
 
+// TestExecutionSizes: an execution's size is its attempts, effects and
+// findings; the newest n are the list's first n.
+func TestExecutionSizes(t *testing.T) {
+	db, w := openDB(t)
+	ctx := context.Background()
+	write(t, w, executionEvents("sizes-old", base, 3, 2, 1)...)
+	write(t, w, executionEvents("sizes-new", base.Add(time.Hour), 2, 3, 2)...)
+	got, err := db.ExecutionSizes(ctx, []string{"sizes-old", "sizes-new", "missing"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, _, err := db.ListExecutions(ctx, store.ExecutionFilter{Limit: store.MaxPageSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{}
+	for _, s := range list {
+		want[s.ID] = s.Attempts + s.Effects + s.Findings
+	}
+	if want["sizes-old"] < 6+1 || !maps.Equal(got, want) {
+		t.Fatalf("got sizes %v, want %v (the old one at least its 6 attempts and 1 effect)", got, want)
+	}
+	newest, err := db.NewestExecutionSizes(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wantNewest := map[string]int{list[0].ID: want[list[0].ID]}; list[0].ID != "sizes-new" || !maps.Equal(newest, wantNewest) {
+		t.Fatalf("newest 1: got %v, want %v", newest, wantNewest)
+	}
+}
+
 // TestListExecutionsBySeverity: sorted by severity, the list gives the
 // critical executions, then the unverified, then the rest, each newest
 // first, and pages of any size walk it whole, each row once.

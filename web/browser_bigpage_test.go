@@ -20,10 +20,12 @@ import (
 // (ReadExecution, NewExecution): that read is most of the big page's time
 // when the page is read from the store. The web keeps the model while the
 // store is unchanged (execution_cache.go), so reloads, fragments and
-// other readers of the page cost only the drawing. Both are measured,
+// other readers of the page cost only the drawing, and builds it ahead
+// once ingest goes quiet (execution_warm.go). The three are measured,
 // alternately, and logged, not asserted: a timing is a measurement, and
 // under the suite's own load it says nothing (docs/ui.md has the runs).
-// The bounds on bytes and elements are asserted.
+// The bounds on bytes and elements are asserted, and that the page once
+// ingest went quiet was answered from the model built ahead.
 func TestBrowserExecutionPageAtAnySize(t *testing.T) {
 	chromium := requireChromium(t)
 	base := startHugeServer(t)
@@ -44,11 +46,14 @@ func TestBrowserExecutionPageAtAnySize(t *testing.T) {
     HasMore: !!document.querySelector('a[data-more]'), Overview: !!document.querySelector('[data-testid=overview-trouble]')};
 })()`
 	browserLoad(t, ctx, small) // the static files in the cache for both
-	// Each round loads both pages twice: first read from the store (a
-	// commit of another execution before it changed the store's change
-	// token), then again, answered from the models the first read built.
+	// Each round loads both pages three times: first right after a commit
+	// of another execution (which changed the store's change token), so
+	// read from the store; then after another commit, once ingest went
+	// quiet and the server built the huge page's model again ahead of a
+	// request (execution_warm.go: it was read lately); then again,
+	// answered from the models kept.
 	type series struct{ ms, server []float64 }
-	var hugeRead, smallRead, hugeKept, smallKept series
+	var hugeRead, smallRead, hugeQuiet, smallQuiet, hugeKept, smallKept series
 	var h, s load
 	loadInto := func(url string, into *series) load {
 		browserLoad(t, ctx, url)
@@ -56,10 +61,24 @@ func TestBrowserExecutionPageAtAnySize(t *testing.T) {
 		into.ms, into.server = append(into.ms, l.Ms), append(into.server, l.Server)
 		return l
 	}
+	commitOther := func(id string) {
+		postUIEvents(t, base, []map[string]any{{"type": "execution", "execution_id": id, "name": "other", "status": "running"}})
+	}
 	for i := range 5 {
-		postUIEvents(t, base, []map[string]any{{"type": "execution", "execution_id": fmt.Sprintf("other-%d", i), "name": "other", "status": "running"}})
+		commitOther(fmt.Sprintf("other-%d", i))
 		loadInto(small, &smallRead)
 		loadInto(huge, &hugeRead)
+
+		warmed := modelCounts(t, base)["warmed"]
+		commitOther(fmt.Sprintf("quiet-%d", i))
+		awaitWarmed(t, base, warmed)
+		loadInto(small, &smallQuiet)
+		before := modelCounts(t, base)
+		loadInto(huge, &hugeQuiet)
+		if after := modelCounts(t, base); after["kept"] != before["kept"]+1 || after["read"] != before["read"] {
+			t.Errorf("the huge page once ingest went quiet: got models %v after %v, want it answered from the model built ahead", after, before)
+		}
+
 		s = loadInto(small, &smallKept)
 		h = loadInto(huge, &hugeKept)
 	}
@@ -67,7 +86,8 @@ func TestBrowserExecutionPageAtAnySize(t *testing.T) {
 	for _, r := range []struct {
 		name        string
 		huge, small series
-	}{{"read from the store", hugeRead, smallRead}, {"model kept", hugeKept, smallKept}} {
+	}{{"read from the store (right after a commit)", hugeRead, smallRead}, {"once ingest went quiet (built ahead)", hugeQuiet, smallQuiet},
+		{"model kept", hugeKept, smallKept}} {
 		hm, sm := median(r.huge.ms), median(r.small.ms)
 		t.Logf("Chromium, median of 5 loads, %s: %d steps %.0f ms (server %.0f ms), %d steps %.0f ms (server %.0f ms); ratio %.2f",
 			r.name, hugeSteps, hm, median(r.huge.server), smallSteps, sm, median(r.small.server), hm/sm)

@@ -2,7 +2,9 @@ package web
 
 import (
 	"context"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/views"
@@ -47,6 +49,9 @@ type cachedExecution struct {
 	x     views.Execution
 	items int
 	used  uint64
+	// readAt is when a request last took or read it; zero for a model
+	// only ever built ahead (execution_warm.go).
+	readAt time.Time
 }
 
 // executionBuild is one read in flight; done closes when x, token and err
@@ -67,28 +72,75 @@ func newExecutionCache(maxItems int) *executionCache {
 func (c *executionCache) known(key executionKey) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.entries[key] != nil || c.inflight[key] != nil
+	return c.entries[key] != nil || c.inflight[key] != nil || !key.nearby && c.entries[executionKey{id: key.id, nearby: true}] != nil
 }
 
-// get returns the model of key built at token.
+// get returns the model of key built at token, for a request. A model
+// with the nearby orphans answers for one without: they are only an
+// addition.
 func (c *executionCache) get(key executionKey, token store.ChangeToken) (views.Execution, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.entries[key]
+	if (e == nil || e.token != token) && !key.nearby {
+		e = c.entries[executionKey{id: key.id, nearby: true}]
+	}
 	if e == nil || e.token != token {
 		return views.Execution{}, false
 	}
 	c.clock++
-	e.used = c.clock
+	e.used, e.readAt = c.clock, time.Now()
 	return e.x, true
+}
+
+// has reports whether key's model is kept at token, without using it.
+func (c *executionCache) has(key executionKey, token store.ChangeToken) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.entries[key]
+	return e != nil && e.token == token
+}
+
+// staleRead lists the executions whose page models (with the nearby
+// orphans) are kept at another token than token, hold at least minItems
+// and were read by a request since since: the pages someone is reading
+// that the next request would read from the store again. Most recently
+// read first, with their items.
+func (c *executionCache) staleRead(token store.ChangeToken, minItems int, since time.Time) []sizedExecution {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	type stale struct {
+		sizedExecution
+		readAt time.Time
+	}
+	var found []stale
+	for k, e := range c.entries {
+		if k.nearby && e.token != token && e.items >= minItems && e.readAt.After(since) {
+			found = append(found, stale{sizedExecution{k.id, e.items}, e.readAt})
+		}
+	}
+	slices.SortFunc(found, func(a, b stale) int { return b.readAt.Compare(a.readAt) })
+	out := make([]sizedExecution, len(found))
+	for i, f := range found {
+		out[i] = f.sizedExecution
+	}
+	return out
+}
+
+// sizedExecution is an execution and what its model holds or would
+// (modelItems; store.ExecutionSizes).
+type sizedExecution struct {
+	id    string
+	items int
 }
 
 // build reads and builds key's model with read, unless a read of it is in
 // flight already and the caller saw a token (want, when saw): then it
 // waits for that read and takes its model if it is of want, else reads
 // its own. A request never gets a state older than the one it saw.
-// Every model read is kept.
-func (c *executionCache) build(ctx context.Context, key executionKey, want store.ChangeToken, saw bool,
+// Every model read is kept; request says whether a request asked for it
+// (rather than the warmer, ahead of one).
+func (c *executionCache) build(ctx context.Context, key executionKey, want store.ChangeToken, saw, request bool,
 	read func() (views.Execution, store.ChangeToken, error)) (views.Execution, error) {
 	c.mu.Lock()
 	if b := c.inflight[key]; b != nil && saw {
@@ -115,7 +167,7 @@ func (c *executionCache) build(ctx context.Context, key executionKey, want store
 		delete(c.inflight, key)
 	}
 	if b.err == nil {
-		c.put(key, b.x, b.token)
+		c.put(key, b.x, b.token, request)
 	}
 	c.mu.Unlock()
 	close(b.done)
@@ -124,14 +176,19 @@ func (c *executionCache) build(ctx context.Context, key executionKey, want store
 
 // put keeps x under key, then drops the least recently used models until
 // the items kept are within the bound (the newest is kept even when it
-// alone is over it: the next request for it is the likeliest). c.mu is
-// held.
-func (c *executionCache) put(key executionKey, x views.Execution, token store.ChangeToken) {
+// alone is over it: the next request for it is the likeliest). A model
+// built ahead keeps the time its predecessor was last read. c.mu is held.
+func (c *executionCache) put(key executionKey, x views.Execution, token store.ChangeToken, request bool) {
+	var readAt time.Time
 	if old := c.entries[key]; old != nil {
 		c.items -= old.items
+		readAt = old.readAt
+	}
+	if request {
+		readAt = time.Now()
 	}
 	c.clock++
-	e := &cachedExecution{token: token, x: x, items: modelItems(x), used: c.clock}
+	e := &cachedExecution{token: token, x: x, items: modelItems(x), used: c.clock, readAt: readAt}
 	c.entries[key] = e
 	c.items += e.items
 	for c.items > c.maxItems && len(c.entries) > 1 {

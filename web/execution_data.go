@@ -25,10 +25,12 @@ func (s *Server) loadExecution(ctx context.Context, id string, nearby bool) (vie
 			return views.Execution{}, err
 		}
 		if x, ok := s.executions.get(key, token); ok {
+			s.metrics.models.WithLabelValues("kept").Inc()
 			return x, nil
 		}
 	}
-	return s.executions.build(ctx, key, token, saw, func() (views.Execution, store.ChangeToken, error) {
+	s.metrics.models.WithLabelValues("read").Inc()
+	return s.executions.build(ctx, key, token, saw, true, func() (views.Execution, store.ChangeToken, error) {
 		return s.readExecution(ctx, id, nearby)
 	})
 }

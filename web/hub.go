@@ -201,6 +201,10 @@ type Hub struct {
 
 	gate  *deliveryGate // what the connections pass to write
 	pages storePages    // pages of the store, for clients resuming from it
+
+	// changedWatch are told the executions each round's commits changed
+	// (watchChanged); mu.
+	changedWatch []func(executionIDs []string)
 }
 
 // Subscription is one subscriber's bounded buffer: the batches handed to
@@ -441,7 +445,34 @@ func (h *Hub) run() {
 		h.in, h.inEvents, h.lostSeq, h.lostCount = nil, 0, 0, 0
 		h.inMu.Unlock()
 		h.fanOut(commits, lostSeq)
+		h.tellChanged(commits)
 		h.handled.Add(int64(len(commits)) + lostCount)
+	}
+}
+
+// watchChanged has fn told, after each round of the fan-out, which
+// executions the round's commits re-audited (writer.Commit.Executions);
+// a round whose commits were all dropped (the fan-out fell behind) tells
+// none, but tells. fn runs on the fan-out's goroutine: it must not block.
+func (h *Hub) watchChanged(fn func(executionIDs []string)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.changedWatch = append(h.changedWatch, fn)
+}
+
+func (h *Hub) tellChanged(commits []writer.Commit) {
+	h.mu.Lock()
+	watch := h.changedWatch
+	h.mu.Unlock()
+	if len(watch) == 0 {
+		return
+	}
+	var ids []string
+	for _, c := range commits {
+		ids = append(ids, c.Executions...)
+	}
+	for _, fn := range watch {
+		fn(ids)
 	}
 }
 

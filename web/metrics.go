@@ -39,6 +39,7 @@ type Metrics struct {
 	commitSeconds prometheus.Histogram
 	commitErrors  prometheus.Counter
 	pruneRuns     *prometheus.CounterVec
+	models        *prometheus.CounterVec
 
 	watchOnce sync.Once
 }
@@ -101,15 +102,22 @@ func NewMetrics() *Metrics {
 			Name: "oncetrace_prune_runs_total",
 			Help: "Retention prune runs, by result (ok or error).",
 		}, []string{"result"}),
+		models: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "oncetrace_execution_models_total",
+			Help: "Execution page models, by source: kept (a request answered from the model of the store's current state), read (a request read the execution from the store), warmed (built ahead once ingest went quiet).",
+		}, []string{"source"}),
 	}
 	reg.MustRegister(m.requests, m.events, m.rejected, m.spans, m.refused, m.writerEvents,
-		m.batchEvents, m.batchRequests, m.commitSeconds, m.commitErrors, m.pruneRuns,
+		m.batchEvents, m.batchRequests, m.commitSeconds, m.commitErrors, m.pruneRuns, m.models,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for _, r := range []string{"accepted", "duplicate"} {
 		m.writerEvents.WithLabelValues(r)
 	}
 	for _, r := range []string{"ok", "error"} {
 		m.pruneRuns.WithLabelValues(r)
+	}
+	for _, source := range []string{"kept", "read", "warmed"} {
+		m.models.WithLabelValues(source)
 	}
 	return m
 }

@@ -161,10 +161,16 @@ func startPagesServer(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := writer.New(db, writer.DefaultConfig)
-	srv := httptest.NewServer(web.New(web.Config{DB: db, Writer: w, Limits: ingest.DefaultLimits, Analysis: trace.DefaultConfig}))
+	// Wired as serve wires it: every commit published to the hub.
+	hub := web.NewHub(0)
+	wcfg := writer.DefaultConfig
+	wcfg.OnCommit = hub.Publish
+	w := writer.New(db, wcfg)
+	ws := web.New(web.Config{DB: db, Writer: w, Limits: ingest.DefaultLimits, Analysis: trace.DefaultConfig, Hub: hub})
+	srv := httptest.NewServer(ws)
 	t.Cleanup(func() {
 		srv.Close()
+		ws.Close()
 		w.Close()
 		db.Close()
 	})

@@ -97,6 +97,7 @@ type Server struct {
 	// executions keeps the models of executions read last
 	// (execution_cache.go).
 	executions *executionCache
+	warmer     *modelWarmer // builds big executions' models ahead (execution_warm.go)
 }
 
 // New builds the server and its routes.
@@ -124,6 +125,7 @@ func New(cfg Config) *Server {
 	s.metrics = newServerMetrics(cfg.Metrics, metricsSources{db: cfg.DB, writer: cfg.Writer, hub: cfg.Hub, follow: cfg.FollowStatus})
 	e.HTTPErrorHandler = s.handleError
 	s.routes()
+	s.warmer = newModelWarmer(s)
 	return s
 }
 
@@ -210,6 +212,7 @@ func (s *Server) Close() {
 	s.liveMu.Lock()
 	s.closed = true
 	s.liveMu.Unlock()
+	s.warmer.close()
 	s.hub.Close()
 	s.live.Wait()
 }
