@@ -60,8 +60,10 @@ const warmSteps = 400
 // TestBigExecutionBuiltAheadOnceIngestIsQuiet: once ingest stops, the
 // server builds the page model of the big execution it just wrote, so the
 // first request for the page is answered without reading it; it never
-// builds a small one's; and a model built ahead answers only the state it
-// was built at: an attempt committed after it is on the next answer.
+// builds a small one's; a model built ahead answers only the state it
+// was built at: an attempt committed after it is on the next answer; and
+// a big page read lately is built again after a commit of another
+// execution made it stale.
 func TestBigExecutionBuiltAheadOnceIngestIsQuiet(t *testing.T) {
 	base := startPagesServer(t)
 	postUIEvents(t, base, hugeEvents("small", smallSteps))
@@ -91,6 +93,16 @@ func TestBigExecutionBuiltAheadOnceIngestIsQuiet(t *testing.T) {
 	}
 	if attempts, _ := executionAttempts(t, base, "big"); attempts != warmSteps*5+1 {
 		t.Errorf("after one more attempt: got %d attempts, want %d", attempts, warmSteps*5+1)
+	}
+
+	// A commit of another execution makes the page read just now stale:
+	// it is built again once ingest is quiet, since someone reads it.
+	warmed := modelCounts(t, base)["warmed"]
+	postUIEvents(t, base, []map[string]any{{"type": "execution", "execution_id": "other", "name": "other", "status": "running"}})
+	before = awaitWarmed(t, base, warmed)
+	fetchPage(t, base+views.ExecutionURL("big"), false)
+	if after := modelCounts(t, base); after["kept"] != before["kept"]+1 || after["read"] != before["read"] {
+		t.Errorf("the big page read lately, after a commit of another execution: got models %v after %v, want one more kept and none read", after, before)
 	}
 }
 
