@@ -47,6 +47,10 @@ const (
 	// warmIdleShare: after a pass that took d, the warmer rests at least
 	// warmIdleShare × d, so it never takes more than a fifth of a core.
 	warmIdleShare = 4
+	// warmMaxChanged bounds the changed executions remembered between
+	// passes (a bulk import changes millions without a pause); past it the
+	// pass looks at the newest warmNewest instead of the rest.
+	warmMaxChanged = 10_000
 )
 
 // modelWarmer builds the models of big executions ahead of requests.
@@ -55,6 +59,7 @@ type modelWarmer struct {
 
 	mu       sync.Mutex
 	changed  map[string]bool // executions changed since the last pass
+	overflow bool            // more changed than warmMaxChanged
 	lastSeen time.Time       // the last commit heard of
 
 	wake   chan struct{}
@@ -76,6 +81,10 @@ func (w *modelWarmer) noteChanged(executionIDs []string) {
 	w.mu.Lock()
 	w.lastSeen = time.Now()
 	for _, id := range executionIDs {
+		if len(w.changed) >= warmMaxChanged && !w.changed[id] {
+			w.overflow = true
+			continue
+		}
 		w.changed[id] = true
 	}
 	w.mu.Unlock()
@@ -101,9 +110,7 @@ func (w *modelWarmer) run() {
 	if !w.sleep(warmQuiet) {
 		return
 	}
-	if sizes, err := w.s.cfg.DB.NewestExecutionSizes(w.ctx, warmNewest); err == nil {
-		w.pass(biggest(sizes))
-	}
+	w.pass(w.newest())
 	for {
 		select {
 		case <-w.ctx.Done():
@@ -119,9 +126,15 @@ func (w *modelWarmer) run() {
 			changed = append(changed, id)
 		}
 		clear(w.changed)
+		overflow := w.overflow
+		w.overflow = false
 		w.mu.Unlock()
 		start := time.Now()
-		w.pass(w.bigOf(changed))
+		big := w.bigOf(changed)
+		if overflow {
+			big = append(big, w.newest()...)
+		}
+		w.pass(big)
 		if !w.sleep(warmIdleShare * time.Since(start)) {
 			return
 		}
@@ -160,6 +173,16 @@ func (w *modelWarmer) sleep(d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// newest returns those of the newest executions whose models are worth
+// building ahead, biggest first.
+func (w *modelWarmer) newest() []sizedExecution {
+	sizes, err := w.s.cfg.DB.NewestExecutionSizes(w.ctx, warmNewest)
+	if err != nil {
+		return nil
+	}
+	return biggest(sizes)
 }
 
 // bigOf returns those of the changed executions whose models are worth
