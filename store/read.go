@@ -777,3 +777,31 @@ func (db *DB) executionSizes(ctx context.Context, query string, args ...any) (ma
 	}
 	return out, rows.Err()
 }
+
+// ExecutionsSharing returns the executions that share one of the keys or
+// traces: whose attempts sent one of the keys or came from one of the
+// traces, whose spans came from one, and that effects carrying one name.
+// What an execution's effects' states depend on (the audit of every
+// execution an effect belongs to stores it) is among them, given its
+// effects' keys and traces.
+func (db *DB) ExecutionsSharing(ctx context.Context, keys, traces []string) ([]string, error) {
+	rows, err := db.read.QueryContext(ctx, `SELECT execution_id FROM attempts WHERE idempotency_key IN `+listParam+` AND `+keyed+`
+		UNION SELECT execution_id FROM effects WHERE idempotency_key IN `+listParam+` AND execution_id != ''
+		UNION SELECT execution_id FROM attempts WHERE trace_id IN `+listParam+`
+		UNION SELECT execution_id FROM spans WHERE trace_id IN `+listParam+`
+		UNION SELECT execution_id FROM effects WHERE trace_id IN `+listParam+` AND execution_id != ''`,
+		jsonList(keys), jsonList(keys), jsonList(traces), jsonList(traces), jsonList(traces))
+	if err != nil {
+		return nil, fmt.Errorf("store: executions sharing keys or traces: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("store: executions sharing keys or traces: %w", err)
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
+}

@@ -590,6 +590,27 @@ func TestExecutionSizes(t *testing.T) {
 	}
 }
 
+// TestExecutionsSharing: the executions that sent a key, came from a
+// trace, or that an effect carrying one names; not the others.
+func TestExecutionsSharing(t *testing.T) {
+	db, w := openDB(t)
+	ctx := context.Background()
+	write(t, w, executionEvents("share-a", base, 2, 1, 1)...)
+	write(t, w, executionEvents("share-b", base, 1, 1, 0)...)
+	write(t, w, map[string]any{"type": "attempt", "execution_id": "share-c", "step_id": "s", "attempt": 1, "idempotency_key": "share-a-ik-001"},
+		map[string]any{"type": "effect", "provider": "mail-api", "effect_id": "m-d", "idempotency_key": "share-a-ik-000", "execution_id": "share-d"},
+		map[string]any{"type": "span", "execution_id": "share-e", "trace_id": "trace-e", "span_id": "s1", "role": "context"},
+		map[string]any{"type": "attempt", "execution_id": "share-f", "step_id": "s", "attempt": 1, "trace_id": "trace-f", "span_id": "s2"})
+	got, err := db.ExecutionsSharing(ctx, []string{"share-a-ik-000", "share-a-ik-001"}, []string{"trace-e", "trace-f"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(got)
+	if want := []string{"share-a", "share-c", "share-d", "share-e", "share-f"}; !slices.Equal(got, want) {
+		t.Fatalf("got %v, want %v (not share-b: it shares nothing)", got, want)
+	}
+}
+
 // TestListExecutionsBySeverity: sorted by severity, the list gives the
 // critical executions, then the unverified, then the rest, each newest
 // first, and pages of any size walk it whole, each row once.

@@ -20,12 +20,14 @@ import (
 // (ReadExecution, NewExecution): that read is most of the big page's time
 // when the page is read from the store. The web keeps the model while the
 // store is unchanged (execution_cache.go), so reloads, fragments and
-// other readers of the page cost only the drawing, and builds it ahead
-// once ingest goes quiet (execution_warm.go). The three are measured,
-// alternately, and logged, not asserted: a timing is a measurement, and
-// under the suite's own load it says nothing (docs/ui.md has the runs).
-// The bounds on bytes and elements are asserted, and that the page once
-// ingest went quiet was answered from the model built ahead.
+// other readers of the page cost only the drawing; it carries the model
+// over commits that cannot change it (execution_carry.go) and builds it
+// ahead once ingest goes quiet (execution_warm.go). The four are
+// measured, alternately, and logged, not asserted: a timing is a
+// measurement, and under the suite's own load it says nothing
+// (docs/ui.md has the runs). The bounds on bytes and elements are
+// asserted, and that the page after another execution's commit and once
+// ingest went quiet was answered from a model.
 func TestBrowserExecutionPageAtAnySize(t *testing.T) {
 	chromium := requireChromium(t)
 	base := startHugeServer(t)
@@ -46,14 +48,14 @@ func TestBrowserExecutionPageAtAnySize(t *testing.T) {
     HasMore: !!document.querySelector('a[data-more]'), Overview: !!document.querySelector('[data-testid=overview-trouble]')};
 })()`
 	browserLoad(t, ctx, small) // the static files in the cache for both
-	// Each round loads both pages three times: first right after a commit
-	// of another execution (which changed the store's change token), so
-	// read from the store; then after another commit, once ingest went
-	// quiet and the server built the huge page's model again ahead of a
-	// request (execution_warm.go: it was read lately); then again,
-	// answered from the models kept.
+	// Each round loads both pages four times: right after a commit to
+	// each (a label), so read from the store; right after a commit of
+	// another execution, which the server carried the models over
+	// (execution_carry.go); after another commit to each once ingest went
+	// quiet, when the server had built the huge page's model ahead of the
+	// request (execution_warm.go); then again, from the models kept.
 	type series struct{ ms, server []float64 }
-	var hugeRead, smallRead, hugeQuiet, smallQuiet, hugeKept, smallKept series
+	var hugeRead, smallRead, hugeCarried, smallCarried, hugeQuiet, smallQuiet, hugeKept, smallKept series
 	var h, s load
 	loadInto := func(url string, into *series) load {
 		browserLoad(t, ctx, url)
@@ -61,23 +63,38 @@ func TestBrowserExecutionPageAtAnySize(t *testing.T) {
 		into.ms, into.server = append(into.ms, l.Ms), append(into.server, l.Server)
 		return l
 	}
-	commitOther := func(id string) {
-		postUIEvents(t, base, []map[string]any{{"type": "execution", "execution_id": id, "name": "other", "status": "running"}})
+	label := func(round string) {
+		var events []map[string]any
+		for _, id := range []string{"huge", "small", "other"} {
+			events = append(events, map[string]any{"type": "execution", "execution_id": id, "labels": map[string]any{round: "1"}})
+		}
+		postUIEvents(t, base, events)
+	}
+	// answered checks that the huge page's last load was answered from a
+	// model (kept or carried), not read.
+	answered := func(what string, before map[string]int) {
+		if after := modelCounts(t, base); after["kept"] != before["kept"]+1 || after["read"] != before["read"] {
+			t.Errorf("the huge page %s: got models %v after %v, want it answered from a model, not read", what, after, before)
+		}
 	}
 	for i := range 5 {
-		commitOther(fmt.Sprintf("other-%d", i))
+		label(fmt.Sprintf("read-%d", i))
 		loadInto(small, &smallRead)
 		loadInto(huge, &hugeRead)
 
+		postUIEvents(t, base, []map[string]any{{"type": "execution", "execution_id": fmt.Sprintf("other-%d", i), "name": "other", "status": "running"}})
+		loadInto(small, &smallCarried)
+		before := modelCounts(t, base)
+		loadInto(huge, &hugeCarried)
+		answered("after a commit of another execution", before)
+
 		warmed := modelCounts(t, base)["warmed"]
-		commitOther(fmt.Sprintf("quiet-%d", i))
+		label(fmt.Sprintf("quiet-%d", i))
 		awaitWarmed(t, base, warmed)
 		loadInto(small, &smallQuiet)
-		before := modelCounts(t, base)
+		before = modelCounts(t, base)
 		loadInto(huge, &hugeQuiet)
-		if after := modelCounts(t, base); after["kept"] != before["kept"]+1 || after["read"] != before["read"] {
-			t.Errorf("the huge page once ingest went quiet: got models %v after %v, want it answered from the model built ahead", after, before)
-		}
+		answered("once ingest went quiet", before)
 
 		s = loadInto(small, &smallKept)
 		h = loadInto(huge, &hugeKept)
@@ -86,7 +103,9 @@ func TestBrowserExecutionPageAtAnySize(t *testing.T) {
 	for _, r := range []struct {
 		name        string
 		huge, small series
-	}{{"read from the store (right after a commit)", hugeRead, smallRead}, {"once ingest went quiet (built ahead)", hugeQuiet, smallQuiet},
+	}{{"read from the store (right after a commit to it)", hugeRead, smallRead},
+		{"carried over another execution's commit", hugeCarried, smallCarried},
+		{"once ingest went quiet (built ahead)", hugeQuiet, smallQuiet},
 		{"model kept", hugeKept, smallKept}} {
 		hm, sm := median(r.huge.ms), median(r.small.ms)
 		t.Logf("Chromium, median of 5 loads, %s: %d steps %.0f ms (server %.0f ms), %d steps %.0f ms (server %.0f ms); ratio %.2f",

@@ -35,6 +35,9 @@ type executionCache struct {
 	items    int
 	clock    uint64
 	maxItems int
+	carryMin int // the smallest model carried over commits (execution_carry.go)
+	// sharing reads what a model's dependencies need from the store.
+	sharing func(ctx context.Context, keys, traces []string) ([]string, error)
 }
 
 // executionKey is what a model depends on besides the stored rows: the
@@ -52,6 +55,9 @@ type cachedExecution struct {
 	// readAt is when a request last took or read it; zero for a model
 	// only ever built ahead (execution_warm.go).
 	readAt time.Time
+	// deps say which commits cannot change it (execution_carry.go); nil
+	// for a model never carried.
+	deps *modelDeps
 }
 
 // executionBuild is one read in flight; done closes when x, token and err
@@ -64,7 +70,8 @@ type executionBuild struct {
 }
 
 func newExecutionCache(maxItems int) *executionCache {
-	return &executionCache{entries: map[executionKey]*cachedExecution{}, inflight: map[executionKey]*executionBuild{}, maxItems: maxItems}
+	return &executionCache{entries: map[executionKey]*cachedExecution{}, inflight: map[executionKey]*executionBuild{}, maxItems: maxItems,
+		carryMin: carryMinItems}
 }
 
 // known says whether a model of key is kept or being read, whatever its
@@ -127,6 +134,18 @@ func (c *executionCache) staleRead(token store.ChangeToken, minItems int, since 
 	return out
 }
 
+// anyBig reports whether a model of at least minItems is kept.
+func (c *executionCache) anyBig(minItems int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range c.entries {
+		if e.items >= minItems {
+			return true
+		}
+	}
+	return false
+}
+
 // sizedExecution is an execution and what its model holds or would
 // (modelItems; store.ExecutionSizes).
 type sizedExecution struct {
@@ -162,12 +181,19 @@ func (c *executionCache) build(ctx context.Context, key executionKey, want store
 	c.mu.Unlock()
 
 	b.x, b.token, b.err = read()
+	var deps *modelDeps
+	c.mu.Lock()
+	carryMin := c.carryMin
+	c.mu.Unlock()
+	if b.err == nil && c.sharing != nil {
+		deps = dependencies(b.x, carryMin, func(keys, traces []string) ([]string, error) { return c.sharing(ctx, keys, traces) })
+	}
 	c.mu.Lock()
 	if c.inflight[key] == b {
 		delete(c.inflight, key)
 	}
 	if b.err == nil {
-		c.put(key, b.x, b.token, request)
+		c.put(key, b.x, b.token, request, deps)
 	}
 	c.mu.Unlock()
 	close(b.done)
@@ -178,7 +204,7 @@ func (c *executionCache) build(ctx context.Context, key executionKey, want store
 // the items kept are within the bound (the newest is kept even when it
 // alone is over it: the next request for it is the likeliest). A model
 // built ahead keeps the time its predecessor was last read. c.mu is held.
-func (c *executionCache) put(key executionKey, x views.Execution, token store.ChangeToken, request bool) {
+func (c *executionCache) put(key executionKey, x views.Execution, token store.ChangeToken, request bool, deps *modelDeps) {
 	var readAt time.Time
 	if old := c.entries[key]; old != nil {
 		c.items -= old.items
@@ -188,7 +214,7 @@ func (c *executionCache) put(key executionKey, x views.Execution, token store.Ch
 		readAt = time.Now()
 	}
 	c.clock++
-	e := &cachedExecution{token: token, x: x, items: modelItems(x), used: c.clock, readAt: readAt}
+	e := &cachedExecution{token: token, x: x, items: modelItems(x), used: c.clock, readAt: readAt, deps: deps}
 	c.entries[key] = e
 	c.items += e.items
 	for c.items > c.maxItems && len(c.entries) > 1 {

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/oncetrace/oncetrace/ingest/writer"
 	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/views"
 )
@@ -71,21 +72,23 @@ type modelWarmer struct {
 func newModelWarmer(s *Server) *modelWarmer {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &modelWarmer{s: s, changed: map[string]bool{}, wake: make(chan struct{}, 1), ctx: ctx, cancel: cancel, done: make(chan struct{})}
-	s.hub.watchChanged(w.noteChanged)
+	s.hub.watchCommits(w.noteCommits)
 	go w.run()
 	return w
 }
 
-// noteChanged is the hub's report of a round of commits; it never blocks.
-func (w *modelWarmer) noteChanged(executionIDs []string) {
+// noteCommits is the hub's report of a round of commits; it never blocks.
+func (w *modelWarmer) noteCommits(commits []writer.Commit) {
 	w.mu.Lock()
 	w.lastSeen = time.Now()
-	for _, id := range executionIDs {
-		if len(w.changed) >= warmMaxChanged && !w.changed[id] {
-			w.overflow = true
-			continue
+	for _, c := range commits {
+		for _, id := range c.Executions {
+			if len(w.changed) >= warmMaxChanged && !w.changed[id] {
+				w.overflow = true
+				continue
+			}
+			w.changed[id] = true
 		}
-		w.changed[id] = true
 	}
 	w.mu.Unlock()
 	w.signal()
@@ -249,6 +252,9 @@ const warmBytesPerItem = 4 << 10
 // § Memory under attack): after a burst of big batches the memory ingest
 // used is still held, and a model built then would raise the peak.
 func (w *modelWarmer) pass(changed []sizedExecution) {
+	if len(changed) == 0 && !w.s.executions.anyBig(warmMinItems) {
+		return // nothing to build: no query
+	}
 	token, err := w.s.cfg.DB.ChangeToken(w.ctx)
 	if err != nil {
 		return

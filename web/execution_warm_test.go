@@ -30,8 +30,8 @@ func modelCounts(t *testing.T, base string) map[string]int {
 	for _, m := range modelsRE.FindAllStringSubmatch(string(r.body), -1) {
 		counts[m[1]], _ = strconv.Atoi(m[2])
 	}
-	if len(counts) != 3 {
-		t.Fatalf("GET /metrics: got execution models %v, want kept, read and warmed", counts)
+	if len(counts) != 4 {
+		t.Fatalf("GET /metrics: got execution models %v, want kept, read, warmed and carried", counts)
 	}
 	return counts
 }
@@ -61,9 +61,9 @@ const warmSteps = 400
 // server builds the page model of the big execution it just wrote, so the
 // first request for the page is answered without reading it; it never
 // builds a small one's; a model built ahead answers only the state it
-// was built at: an attempt committed after it is on the next answer; and
-// a big page read lately is built again after a commit of another
-// execution made it stale.
+// was built at: an attempt committed after it is on the next answer; a
+// commit of another execution leaves it answering (carried); and a big
+// page read lately is built again after a commit that made it stale.
 func TestBigExecutionBuiltAheadOnceIngestIsQuiet(t *testing.T) {
 	base := startPagesServer(t)
 	postUIEvents(t, base, hugeEvents("small", smallSteps))
@@ -95,14 +95,24 @@ func TestBigExecutionBuiltAheadOnceIngestIsQuiet(t *testing.T) {
 		t.Errorf("after one more attempt: got %d attempts, want %d", attempts, warmSteps*5+1)
 	}
 
-	// A commit of another execution makes the page read just now stale:
-	// it is built again once ingest is quiet, since someone reads it.
-	warmed := modelCounts(t, base)["warmed"]
+	// A commit of another execution cannot change it: the model read just
+	// now is carried over it (execution_carry.go) and answers at once.
+	before = modelCounts(t, base)
 	postUIEvents(t, base, []map[string]any{{"type": "execution", "execution_id": "other", "name": "other", "status": "running"}})
+	fetchPage(t, base+views.ExecutionURL("big"), false)
+	if after := modelCounts(t, base); after["carried"] < before["carried"]+1 || after["kept"] != before["kept"]+1 || after["read"] != before["read"] {
+		t.Errorf("the big page after a commit of another execution: got models %v after %v, want it carried and answering, none read", after, before)
+	}
+
+	// An effect anchored nowhere may be joined to any execution, so the
+	// model is not carried over its commit; as someone read the page
+	// lately, it is built again once ingest is quiet.
+	warmed := modelCounts(t, base)["warmed"]
+	postUIEvents(t, base, []map[string]any{{"type": "effect", "provider": "sms-api", "effect_id": "stray-1", "at": "2026-07-02T12:00:00Z"}})
 	before = awaitWarmed(t, base, warmed)
 	fetchPage(t, base+views.ExecutionURL("big"), false)
 	if after := modelCounts(t, base); after["kept"] != before["kept"]+1 || after["read"] != before["read"] {
-		t.Errorf("the big page read lately, after a commit of another execution: got models %v after %v, want one more kept and none read", after, before)
+		t.Errorf("the big page read lately, after an effect anchored nowhere: got models %v after %v, want one more kept and none read", after, before)
 	}
 }
 

@@ -202,9 +202,8 @@ type Hub struct {
 	gate  *deliveryGate // what the connections pass to write
 	pages storePages    // pages of the store, for clients resuming from it
 
-	// changedWatch are told the executions each round's commits changed
-	// (watchChanged); mu.
-	changedWatch []func(executionIDs []string)
+	// commitWatch are told each round's commits (watchCommits); mu.
+	commitWatch []func(commits []writer.Commit)
 }
 
 // Subscription is one subscriber's bounded buffer: the batches handed to
@@ -445,34 +444,27 @@ func (h *Hub) run() {
 		h.in, h.inEvents, h.lostSeq, h.lostCount = nil, 0, 0, 0
 		h.inMu.Unlock()
 		h.fanOut(commits, lostSeq)
-		h.tellChanged(commits)
+		h.tellCommits(commits)
 		h.handled.Add(int64(len(commits)) + lostCount)
 	}
 }
 
-// watchChanged has fn told, after each round of the fan-out, which
-// executions the round's commits re-audited (writer.Commit.Executions);
-// a round whose commits were all dropped (the fan-out fell behind) tells
-// none, but tells. fn runs on the fan-out's goroutine: it must not block.
-func (h *Hub) watchChanged(fn func(executionIDs []string)) {
+// watchCommits has fn told, after each round of the fan-out, the round's
+// commits, in order (none when all were dropped: the fan-out fell behind;
+// a watcher that needs every commit sees the gap in their sequence
+// numbers). fn runs on the fan-out's goroutine: it must not block.
+func (h *Hub) watchCommits(fn func(commits []writer.Commit)) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.changedWatch = append(h.changedWatch, fn)
+	h.commitWatch = append(h.commitWatch, fn)
 }
 
-func (h *Hub) tellChanged(commits []writer.Commit) {
+func (h *Hub) tellCommits(commits []writer.Commit) {
 	h.mu.Lock()
-	watch := h.changedWatch
+	watch := h.commitWatch
 	h.mu.Unlock()
-	if len(watch) == 0 {
-		return
-	}
-	var ids []string
-	for _, c := range commits {
-		ids = append(ids, c.Executions...)
-	}
 	for _, fn := range watch {
-		fn(ids)
+		fn(commits)
 	}
 }
 

@@ -104,7 +104,7 @@ func NewMetrics() *Metrics {
 		}, []string{"result"}),
 		models: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "oncetrace_execution_models_total",
-			Help: "Execution page models, by source: kept (a request answered from the model of the store's current state), read (a request read the execution from the store), warmed (built ahead once ingest went quiet).",
+			Help: "Execution page models, by source: kept (a request answered from the model of the store's current state), read (a request read the execution from the store), warmed (built ahead once ingest went quiet), carried (moved to the state after a commit that could not change it).",
 		}, []string{"source"}),
 	}
 	reg.MustRegister(m.requests, m.events, m.rejected, m.spans, m.refused, m.writerEvents,
@@ -116,7 +116,7 @@ func NewMetrics() *Metrics {
 	for _, r := range []string{"ok", "error"} {
 		m.pruneRuns.WithLabelValues(r)
 	}
-	for _, source := range []string{"kept", "read", "warmed"} {
+	for _, source := range []string{"kept", "read", "warmed", "carried"} {
 		m.models.WithLabelValues(source)
 	}
 	return m

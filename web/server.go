@@ -66,6 +66,11 @@ type Config struct {
 	// FollowStatus, when set, reports the followed clusters (serve
 	// --temporal) in /healthz and /metrics (feed_status.go).
 	FollowStatus func() []FollowStatus
+	// NoBuildAhead leaves the big executions' page models to be built by
+	// the requests that need them (execution_warm.go): the database is
+	// read only for requests, as a test counting a request's queries
+	// needs.
+	NoBuildAhead bool
 }
 
 // Server serves the UI and the APIs.
@@ -125,7 +130,17 @@ func New(cfg Config) *Server {
 	s.metrics = newServerMetrics(cfg.Metrics, metricsSources{db: cfg.DB, writer: cfg.Writer, hub: cfg.Hub, follow: cfg.FollowStatus})
 	e.HTTPErrorHandler = s.handleError
 	s.routes()
-	s.warmer = newModelWarmer(s)
+	if !cfg.DB.Shared() {
+		s.executions.sharing = cfg.DB.ExecutionsSharing
+		// Before the warmer hears of the commits: a model carried is not
+		// stale, and needs no building.
+		s.hub.watchCommits(func(commits []writer.Commit) {
+			s.metrics.models.WithLabelValues("carried").Add(float64(s.executions.carry(commits)))
+		})
+	}
+	if !cfg.NoBuildAhead {
+		s.warmer = newModelWarmer(s)
+	}
 	return s
 }
 
@@ -212,7 +227,9 @@ func (s *Server) Close() {
 	s.liveMu.Lock()
 	s.closed = true
 	s.liveMu.Unlock()
-	s.warmer.close()
+	if s.warmer != nil {
+		s.warmer.close()
+	}
 	s.hub.Close()
 	s.live.Wait()
 }
