@@ -2,20 +2,15 @@ package web_test
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/oncetrace/oncetrace/ingest"
-	"github.com/oncetrace/oncetrace/ingest/writer"
-	"github.com/oncetrace/oncetrace/store/sqlite"
 	"github.com/oncetrace/oncetrace/trace"
 	"github.com/oncetrace/oncetrace/web"
 )
@@ -36,27 +31,15 @@ func TestCarriedModelsMatchFreshReads(t *testing.T) {
 }
 
 func carriedMatchFresh(t *testing.T, seed uint64, rounds int) {
-	ctx := context.Background()
-	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "oncetrace.db"), sqlite.SyncNormal)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hub := web.NewHub(0)
-	wcfg := writer.DefaultConfig
-	wcfg.OnCommit = hub.Publish
-	w := writer.New(db, wcfg)
-	carrying := web.New(web.Config{DB: db, Writer: w, Limits: ingest.DefaultLimits, Analysis: trace.DefaultConfig, Hub: hub})
-	carrying.SetCarryMinItems(1)
-	fresh := web.New(web.Config{DB: db, Writer: w, Limits: ingest.DefaultLimits, Analysis: trace.DefaultConfig})
-	a, b := httptest.NewServer(carrying), httptest.NewServer(fresh)
+	stack := startPagesStack(t)
+	stack.server.SetCarryMinItems(1)
+	fresh := web.New(web.Config{DB: stack.db, Writer: stack.writer, Limits: ingest.DefaultLimits, Analysis: trace.DefaultConfig})
+	b := httptest.NewServer(fresh)
 	t.Cleanup(func() {
-		a.Close()
 		b.Close()
-		carrying.Close()
 		fresh.Close()
-		w.Close()
-		db.Close()
 	})
+	hub, a := stack.hub, stack.url
 
 	rng := rand.New(rand.NewPCG(seed, seed*7919))
 	read := []string{"x1", "x2", "x3", "x4"}
@@ -64,7 +47,7 @@ func carriedMatchFresh(t *testing.T, seed uint64, rounds int) {
 	commits := int64(0)
 	for round := range rounds {
 		events := gen.next(round)
-		if postEvents(t, a.URL, events) > 0 {
+		if postEvents(t, a, events) > 0 {
 			commits++
 		}
 		// The commit carried (or not) before the models are read again.
@@ -74,14 +57,14 @@ func carriedMatchFresh(t *testing.T, seed uint64, rounds int) {
 			}
 		}
 		for _, id := range read {
-			got, want := executionJSON(t, a.URL, id), executionJSON(t, b.URL, id)
+			got, want := executionJSON(t, a, id), executionJSON(t, b.URL, id)
 			if !bytes.Equal(got, want) {
 				sent, _ := json.Marshal(events)
 				t.Fatalf("round %d, execution %s, after %s: the carrying server answered\n%s\nwant what a fresh read answers\n%s", round, id, sent, got, want)
 			}
 		}
 	}
-	counts := modelCounts(t, a.URL)
+	counts := modelCounts(t, a)
 	t.Logf("seed %d, %d commits: models %v", seed, commits, counts)
 	if counts["carried"] == 0 || counts["kept"] == 0 {
 		t.Errorf("got models %v, want some carried over commits and answering", counts)
@@ -102,26 +85,11 @@ func executionJSON(t *testing.T, base, id string) []byte {
 // (the generator may make an event the API refuses) are no failure.
 func postEvents(t *testing.T, base string, events []map[string]any) int {
 	t.Helper()
-	var body bytes.Buffer
-	enc := json.NewEncoder(&body)
-	for _, ev := range events {
-		if err := enc.Encode(ev); err != nil {
-			t.Fatal(err)
-		}
+	status, accepted, data := postNDJSON(t, base, events)
+	if status != http.StatusOK && status != http.StatusMultiStatus {
+		t.Fatalf("POST events: got %d %s", status, data)
 	}
-	resp, err := http.Post(base+"/api/v1/events", "application/x-ndjson", &body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	var got struct {
-		Accepted int `json:"accepted"`
-	}
-	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusMultiStatus || json.Unmarshal(data, &got) != nil {
-		t.Fatalf("POST events: got %d %s", resp.StatusCode, data)
-	}
-	return got.Accepted
+	return accepted
 }
 
 // carryEvents makes random events of a few executions that share keys,

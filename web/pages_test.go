@@ -18,6 +18,7 @@ import (
 
 	"github.com/oncetrace/oncetrace/ingest"
 	"github.com/oncetrace/oncetrace/ingest/writer"
+	"github.com/oncetrace/oncetrace/store"
 	"github.com/oncetrace/oncetrace/store/sqlite"
 	"github.com/oncetrace/oncetrace/trace"
 	"github.com/oncetrace/oncetrace/views"
@@ -131,6 +132,15 @@ func uiEvents() []map[string]any {
 // postUIEvents sends events as one NDJSON request and wants them all stored.
 func postUIEvents(t *testing.T, baseURL string, events []map[string]any) {
 	t.Helper()
+	if status, accepted, data := postNDJSON(t, baseURL, events); status != http.StatusOK || accepted != len(events) {
+		t.Fatalf("POST /api/v1/events: got %d %s, want 200 with %d accepted", status, data, len(events))
+	}
+}
+
+// postNDJSON sends events as one NDJSON request and returns the status,
+// how many were stored and the answer.
+func postNDJSON(t *testing.T, baseURL string, events []map[string]any) (status, accepted int, answer []byte) {
+	t.Helper()
 	var body bytes.Buffer
 	enc := json.NewEncoder(&body)
 	for _, ev := range events {
@@ -145,23 +155,35 @@ func postUIEvents(t *testing.T, baseURL string, events []map[string]any) {
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
 	var got struct {
-		Accepted int   `json:"accepted"`
-		Rejected []any `json:"rejected"`
+		Accepted int `json:"accepted"`
 	}
-	if err := json.Unmarshal(data, &got); err != nil || resp.StatusCode != http.StatusOK || got.Accepted != len(events) {
-		t.Fatalf("POST /api/v1/events: got %d %s, want 200 with %d accepted", resp.StatusCode, data, len(events))
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatalf("POST /api/v1/events: got %d %s, want a JSON answer", resp.StatusCode, data)
 	}
+	return resp.StatusCode, got.Accepted, data
 }
 
 // startPagesServer is a real server on a real SQLite file.
-func startPagesServer(t *testing.T) string {
+func startPagesServer(t *testing.T) string { return startPagesStack(t).url }
+
+// pagesStack is a real server on a real SQLite file, and its parts.
+type pagesStack struct {
+	url    string
+	server *web.Server
+	db     *store.DB
+	writer *writer.Writer
+	hub    *web.Hub
+}
+
+// startPagesStack starts a server wired as serve wires it: every commit
+// published to the hub.
+func startPagesStack(t *testing.T) pagesStack {
 	t.Helper()
 	ctx := context.Background()
 	db, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "oncetrace.db"), sqlite.SyncNormal)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Wired as serve wires it: every commit published to the hub.
 	hub := web.NewHub(0)
 	wcfg := writer.DefaultConfig
 	wcfg.OnCommit = hub.Publish
@@ -174,7 +196,7 @@ func startPagesServer(t *testing.T) string {
 		w.Close()
 		db.Close()
 	})
-	return srv.URL
+	return pagesStack{url: srv.URL, server: ws, db: db, writer: w, hub: hub}
 }
 
 type fetchedPage struct {
